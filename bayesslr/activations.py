@@ -1,0 +1,127 @@
+"""The attention activations ``sigma`` of spec section 2, in one registry.
+
+Every activation is called as ``sigma(chi, mask, theta)``:
+
+* ``chi`` : array ``(..., L)`` of attention scores;
+* ``mask`` : bool array broadcastable to ``chi`` (True where a token exists) or ``None``;
+* ``theta`` : array ``(n_params,)`` of the activation's own trainable scalars (may be empty).
+
+The output has the shape of ``chi`` and is exactly zero on masked positions, so padded tokens never
+contribute to ``f(X) = sigma(chi) . z``. Adding an activation is adding one :class:`Activation`
+to :data:`ACTIVATIONS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+from jax.scipy.special import erf
+
+from bayesslr.jaxconfig import Array
+from bayesslr.task import ConfigError
+
+
+def _full_mask(chi: Array, mask: Array | None) -> Array:
+    return jnp.ones(chi.shape, dtype=bool) if mask is None else jnp.broadcast_to(mask, chi.shape)
+
+
+def softmax(chi: Array, mask: Array | None = None, theta: Array | None = None) -> Array:
+    """``exp(chi_l) / sum_l' exp(chi_l')`` over unmasked positions."""
+    m = _full_mask(chi, mask)
+    return jnp.where(m, jax.nn.softmax(jnp.where(m, chi, -jnp.inf), axis=-1), 0.0)
+
+
+def linear(chi: Array, mask: Array | None = None, theta: Array | None = None) -> Array:
+    """``1 + chi_l``: softmax linearised at 0 (up to the factor ``1/L``)."""
+    return jnp.where(_full_mask(chi, mask), 1.0 + chi, 0.0)
+
+
+def erf_act(chi: Array, mask: Array | None = None, theta: Array | None = None) -> Array:
+    """``1 + erf(c + chi_l)``, component-wise, with the trained offset ``c = theta[0]``."""
+    c = 0.0 if theta is None else theta[0]
+    return jnp.where(_full_mask(chi, mask), 1.0 + erf(c + chi), 0.0)
+
+
+def softplus_norm(chi: Array, mask: Array | None = None, theta: Array | None = None) -> Array:
+    """``softplus(chi_l) / sum_l' softplus(chi_l')``: normalised, no exponential growth."""
+    m = _full_mask(chi, mask)
+    sp = jnp.where(m, jax.nn.softplus(chi), 0.0)
+    return sp / jnp.sum(sp, axis=-1, keepdims=True)
+
+
+@dataclass(frozen=True)
+class Activation:
+    """One registry entry.
+
+    Attributes
+    ----------
+    name : str
+        Registry key (the CLI's ``--activation``).
+    fn : callable
+        ``fn(chi, mask, theta) -> weights``, masked positions zero.
+    param_names : tuple of str
+        Names of the activation's own trainable scalars (``theta``).
+    param_init : tuple of float
+        Default values of ``theta``.
+    normalised : bool
+        Weights sum to one.
+    exponential : bool
+        Weights grow exponentially in ``chi``.
+    description : str
+        Formula, for tables and attrs.
+    """
+
+    name: str
+    fn: Callable[..., Array]
+    param_names: tuple[str, ...]
+    param_init: tuple[float, ...]
+    normalised: bool
+    exponential: bool
+    description: str
+
+    @property
+    def n_params(self) -> int:
+        return len(self.param_names)
+
+    def init_theta(self) -> Array:
+        return jnp.asarray(self.param_init, dtype=jnp.result_type(float))
+
+    def __call__(self, chi: Array, mask: Array | None = None, theta: Array | None = None) -> Array:
+        return self.fn(chi, mask, theta)
+
+
+ACTIVATIONS: dict[str, Activation] = {
+    a.name: a
+    for a in (
+        Activation("softmax", softmax, (), (), True, True, "exp(chi_l)/sum exp(chi_l')"),
+        Activation("linear", linear, (), (), False, False, "1 + chi_l"),
+        Activation("erf", erf_act, ("c",), (0.0,), False, False, "1 + erf(c + chi_l)"),
+        Activation("softplus", softplus_norm, (), (), True, False,
+                   "softplus(chi_l)/sum softplus(chi_l')"),
+    )
+}
+
+
+def get_activation(name: str) -> Activation:
+    """Look an activation up by name, with a clear error for unknown names."""
+    try:
+        return ACTIVATIONS[name]
+    except KeyError:
+        raise ConfigError(
+            f"activation={name!r} is unknown; allowed: one of {', '.join(ACTIVATIONS)}"
+        ) from None
+
+
+def predict(act: Activation, X: Array, mask: Array, k: Array, v: Array,
+            theta: Array | None = None) -> Array:
+    """Attention prediction ``f(X) = sigma(X k / sqrt(D)) . (X v / sqrt(D))`` (spec section 2).
+
+    ``X`` is ``(n, L_max, D)``, ``mask`` ``(n, L_max)``; returns ``(n,)``.
+    """
+    s = jnp.sqrt(X.shape[-1])
+    chi = X @ k / s
+    z = X @ v / s
+    return jnp.sum(act(chi, mask, theta) * z, axis=-1)

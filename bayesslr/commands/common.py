@@ -1,0 +1,70 @@
+"""Shared pieces of the CLI verbs: value parsing and result printing."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from bayesslr.task import ConfigError, check_int, check_real
+
+
+def parse_float(name: str, text: str, *, low: float | None = None, low_open: bool = False,
+                allow_inf: bool = False) -> float:
+    """Parse one real (``inf`` accepted when ``allow_inf``)."""
+    t = str(text).strip().lower()
+    if allow_inf and t in {"inf", "infinity", "+inf"}:
+        return math.inf
+    return check_real(name, t, low=low, low_open=low_open, allow_inf=allow_inf)
+
+
+def parse_grid(name: str, text: str, *, low: float | None = None,
+               low_open: bool = False) -> list[float]:
+    """Parse ``"1,2,5,20"`` (a list) or ``"start:stop:num"`` (``num`` points, linear, inclusive)."""
+    t = str(text).strip()
+    if not t:
+        raise ConfigError(f"{name}='' is empty; allowed: a comma list or start:stop:num")
+    if ":" in t:
+        parts = t.split(":")
+        if len(parts) != 3:
+            raise ConfigError(f"{name}={t!r} is malformed; allowed: start:stop:num")
+        a = check_real(name, parts[0], low=low, low_open=low_open)
+        b = check_real(name, parts[1], low=low, low_open=low_open)
+        num = check_int(f"{name} num", parts[2], low=1)
+        return [float(x) for x in np.linspace(a, b, num)]
+    return [check_real(name, p, low=low, low_open=low_open) for p in t.split(",") if p.strip()]
+
+
+def _jsonable(x: Any) -> Any:
+    if isinstance(x, Mapping):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, np.generic | np.ndarray) or hasattr(x, "dtype"):
+        x = np.asarray(x).tolist()
+        return _jsonable(x) if isinstance(x, list) else x
+    if isinstance(x, float) and not math.isfinite(x):
+        return None if math.isnan(x) else ("inf" if x > 0 else "-inf")
+    return x
+
+
+def emit(result: Mapping[str, Any], as_json: bool, title: str = "") -> None:
+    """Print a result: one JSON object (``--json``) or a readable table."""
+    if as_json:
+        print(json.dumps(_jsonable(result), allow_nan=False))
+        return
+    table = Table(title=title or None, show_header=True)
+    table.add_column("quantity")
+    table.add_column("value", justify="right")
+    for k, v in result.items():
+        if isinstance(v, float):
+            v = f"{v:.6g}"
+        elif isinstance(v, Mapping | list | tuple):
+            v = json.dumps(_jsonable(v))
+        table.add_row(str(k), str(v))
+    Console().print(table)

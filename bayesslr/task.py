@@ -1,0 +1,371 @@
+"""The SLR task: validated configuration and the JAX sampler of teacher and data (spec section 1).
+
+Conventions fixed here (and recorded in every dataset through :meth:`TaskConfig.to_dict`):
+
+* tokens ``x_l ~ N(0, I_D)``; ``chi*_l = x_l . k* / sqrt(D)``, ``z*_l = x_l . v* / sqrt(D)``;
+* spiked: ``x_{eps*} += sqrt(nu / D) k*`` (equivalently the base measure reweighted by
+  ``exp(sqrt(nu) chi*_eps - nu/2)``); max: ``eps* ~ Categorical(softmax(nu chi*))``, argmax for
+  ``nu = inf``;
+* ``y = z*_{eps*} + sqrt(Delta) xi``;
+* variable lengths are padded to ``L_max`` with zero tokens and a boolean ``mask``; every
+  estimator treats masked positions as absent;
+* the exact location posterior given the teacher is ``softmax(c_nu chi*)`` with
+  ``c_nu = sqrt(nu)`` (spiked) and ``nu`` (max).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Literal, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bayesslr.jaxconfig import Array, PRNGKey
+
+Variant = Literal["spiked", "max"]
+VARIANTS: tuple[str, ...] = ("spiked", "max")
+
+
+class ConfigError(ValueError):
+    """Invalid user input; the message names the parameter, the value and the allowed range."""
+
+
+# --------------------------------------------------------------------------------------------
+# validation helpers (shared by every layer that takes user input)
+# --------------------------------------------------------------------------------------------
+def check_real(name: str, value: Any, *, low: float | None = None, high: float | None = None,
+               low_open: bool = False, allow_inf: bool = False) -> float:
+    """Return ``value`` as a float or raise :class:`ConfigError` naming ``name`` and the range."""
+    rng = _range_text(low, high, low_open, allow_inf)
+    if isinstance(value, bool):
+        raise ConfigError(f"{name}={value!r} is not a number; allowed: {rng}")
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{name}={value!r} is not a number; allowed: {rng}") from None
+    if math.isnan(x):
+        raise ConfigError(f"{name}=nan is not allowed; allowed: {rng}")
+    if math.isinf(x) and not (allow_inf and x > 0):
+        raise ConfigError(f"{name}={x} is not allowed; allowed: {rng}")
+    if low is not None and (x < low or (low_open and x == low)):
+        raise ConfigError(f"{name}={value!r} is out of range; allowed: {rng}")
+    if high is not None and x > high:
+        raise ConfigError(f"{name}={value!r} is out of range; allowed: {rng}")
+    return x
+
+
+def check_int(name: str, value: Any, *, low: int | None = None, high: int | None = None) -> int:
+    """Return ``value`` as an int (integral floats accepted) or raise :class:`ConfigError`."""
+    rng = f"integer {'>= ' + str(low) if low is not None else ''}" + (
+        f"{' and ' if low is not None else ''}<= {high}" if high is not None else "")
+    if isinstance(value, bool):
+        raise ConfigError(f"{name}={value!r} is not an integer; allowed: {rng.strip()}")
+    if isinstance(value, str):
+        try:
+            value = float(value) if any(c in value for c in ".eE") else int(value)
+        except ValueError:
+            raise ConfigError(f"{name}={value!r} is not an integer; allowed: {rng.strip()}") from None
+    if isinstance(value, float | np.floating):
+        if not math.isfinite(value) or value != int(value):
+            raise ConfigError(f"{name}={value!r} is not an integer; allowed: {rng.strip()}")
+        value = int(value)
+    if not isinstance(value, int | np.integer):
+        raise ConfigError(f"{name}={value!r} is not an integer; allowed: {rng.strip()}")
+    v = int(value)
+    if (low is not None and v < low) or (high is not None and v > high):
+        raise ConfigError(f"{name}={v} is out of range; allowed: {rng.strip()}")
+    return v
+
+
+def _range_text(low, high, low_open, allow_inf) -> str:
+    parts = []
+    if low is not None:
+        parts.append(f"{'>' if low_open else '>='} {low:g}")
+    if high is not None:
+        parts.append(f"<= {high:g}")
+    text = "real " + " and ".join(parts) if parts else "finite real"
+    return text + (" (inf allowed)" if allow_inf else "")
+
+
+# --------------------------------------------------------------------------------------------
+# length law
+# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class LengthLaw:
+    """Law of the sequence length ``L`` on a finite support.
+
+    Attributes
+    ----------
+    values : tuple of int
+        Support, strictly increasing, each ``>= 1``.
+    probs : tuple of float
+        Probabilities, positive, summing to one.
+    """
+
+    values: tuple[int, ...]
+    probs: tuple[float, ...]
+
+    @classmethod
+    def fixed(cls, L: Any) -> LengthLaw:
+        return cls((check_int("L", L, low=1),), (1.0,))
+
+    @classmethod
+    def uniform(cls, values: Sequence[Any]) -> LengthLaw:
+        vals = [check_int("L_dist", v, low=1) for v in values]
+        if not vals:
+            raise ConfigError("L_dist=[] is empty; allowed: a non-empty list of integers >= 1")
+        if len(set(vals)) != len(vals):
+            raise ConfigError(f"L_dist={vals} has repeated lengths; allowed: distinct integers >= 1")
+        vals = sorted(vals)
+        return cls(tuple(vals), tuple([1.0 / len(vals)] * len(vals)))
+
+    @classmethod
+    def parse(cls, text: str) -> LengthLaw:
+        """Parse ``"3"`` (fixed), ``"1,2,3"`` (uniform) or ``"1:0.2,3:0.8"`` (weighted)."""
+        text = str(text).strip()
+        if not text:
+            raise ConfigError("L_dist='' is empty; allowed: '3', '1,2,3' or '1:0.5,3:0.5'")
+        items = [t.strip() for t in text.split(",") if t.strip()]
+        if all(":" in t for t in items):
+            vals, ps = zip(*(t.split(":", 1) for t in items), strict=True)
+            vals = [check_int("L_dist", v, low=1) for v in vals]
+            ps = [check_real("L_dist probability", p, low=0.0, low_open=True) for p in ps]
+            if len(set(vals)) != len(vals):
+                raise ConfigError(f"L_dist={text!r} repeats a length; allowed: distinct lengths")
+            tot = sum(ps)
+            order = np.argsort(vals)
+            return cls(tuple(int(vals[i]) for i in order), tuple(ps[i] / tot for i in order))
+        if any(":" in t for t in items):
+            raise ConfigError(f"L_dist={text!r} mixes weighted and plain lengths")
+        if len(items) == 1:
+            return cls.fixed(items[0])
+        return cls.uniform(items)
+
+    @property
+    def L_max(self) -> int:
+        return max(self.values)
+
+    @property
+    def is_fixed(self) -> bool:
+        return len(self.values) == 1
+
+    def label(self) -> str:
+        """Compact text form, inverse of :meth:`parse`."""
+        if self.is_fixed:
+            return str(self.values[0])
+        if np.allclose(self.probs, self.probs[0]):
+            return ",".join(str(v) for v in self.values)
+        return ",".join(f"{v}:{p:.6g}" for v, p in zip(self.values, self.probs, strict=True))
+
+
+# --------------------------------------------------------------------------------------------
+# task configuration
+# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TaskConfig:
+    """A validated SLR task (spec section 1). Build with :func:`make_task`.
+
+    Attributes
+    ----------
+    variant : {"spiked", "max"}
+        How the hidden token is marked.
+    length : LengthLaw
+        Law of the sequence length (a single value for fixed ``L``).
+    nu : float
+        Signal strength, ``>= 0``; ``inf`` allowed for ``max`` only.
+    delta : float
+        Label-noise variance ``Delta >= 0``.
+    D : int
+        Token dimension, ``>= 1``.
+    orthogonal_v : bool
+        Orthogonalise the teacher ``v*`` against ``k*``.
+    """
+
+    variant: str
+    length: LengthLaw
+    nu: float
+    delta: float
+    D: int
+    orthogonal_v: bool = False
+
+    @property
+    def L_max(self) -> int:
+        return self.length.L_max
+
+    @property
+    def c_nu(self) -> float:
+        """Inverse temperature of the exact location posterior: ``sqrt(nu)`` or ``nu``."""
+        return math.sqrt(self.nu) if self.variant == "spiked" else self.nu
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["length"] = {"values": list(self.length.values), "probs": list(self.length.probs)}
+        d["L"] = self.length.label()
+        d["nu"] = "inf" if math.isinf(self.nu) else self.nu
+        return d
+
+
+def make_task(variant: str = "spiked", L: Any = 3, nu: Any = 2.0, delta: Any = 0.0,
+              D: Any = 100, *, L_dist: Any = None, orthogonal_v: bool = False) -> TaskConfig:
+    """Validate user input and build a :class:`TaskConfig`.
+
+    ``L`` is a fixed length; ``L_dist`` (a :class:`LengthLaw`, a list of lengths taken uniform,
+    or a string accepted by :meth:`LengthLaw.parse`) replaces it when given.
+    """
+    if variant not in VARIANTS:
+        raise ConfigError(f"variant={variant!r} is unknown; allowed: one of {', '.join(VARIANTS)}")
+    if L_dist is None:
+        length = L if isinstance(L, LengthLaw) else (
+            LengthLaw.parse(L) if isinstance(L, str) else LengthLaw.fixed(L))
+    elif isinstance(L_dist, LengthLaw):
+        length = L_dist
+    elif isinstance(L_dist, str):
+        length = LengthLaw.parse(L_dist)
+    else:
+        length = LengthLaw.uniform(list(L_dist))
+    if isinstance(nu, str) and nu.strip().lower() in {"inf", "infinity", "+inf"}:
+        nu = math.inf
+    nu_v = check_real("nu", nu, low=0.0, allow_inf=(variant == "max"))
+    if math.isinf(float(nu)) and variant != "max":
+        raise ConfigError("nu=inf is only allowed with variant='max'; allowed for spiked: real >= 0")
+    delta_v = check_real("delta", delta, low=0.0)
+    D_v = check_int("D", D, low=1)
+    return TaskConfig(variant, length, nu_v, delta_v, D_v, bool(orthogonal_v))
+
+
+# --------------------------------------------------------------------------------------------
+# sampler
+# --------------------------------------------------------------------------------------------
+class Teacher(NamedTuple):
+    """Teacher vectors.
+
+    Attributes
+    ----------
+    k : Array, shape (D,)
+        Key direction ``k*``.
+    v : Array, shape (D,)
+        Value direction ``v*``.
+    """
+
+    k: Array
+    v: Array
+
+
+class Data(NamedTuple):
+    """A batch of SLR samples, padded to ``L_max``.
+
+    Attributes
+    ----------
+    X : Array, shape (n, L_max, D)
+        Tokens; padded positions are zero.
+    y : Array, shape (n,)
+        Labels.
+    eps : Array, shape (n,)
+        Hidden location (0-based index into the padded axis).
+    mask : Array, shape (n, L_max), bool
+        True where a token exists.
+    """
+
+    X: Array
+    y: Array
+    eps: Array
+    mask: Array
+
+    @property
+    def n(self) -> int:
+        return int(self.y.shape[0])
+
+
+def sample_teacher(key: PRNGKey, task: TaskConfig) -> Teacher:
+    """Draw ``k*, v* ~ N(0, I_D)`` independently (``v*`` optionally orthogonalised to ``k*``)."""
+    kk, kv = jax.random.split(key)
+    k = jax.random.normal(kk, (task.D,))
+    v = jax.random.normal(kv, (task.D,))
+    if task.orthogonal_v and task.D > 1:
+        v = v - (v @ k) / (k @ k) * k
+        v = v * jnp.sqrt(task.D / (v @ v))
+    return Teacher(k, v)
+
+
+def sample_lengths(key: PRNGKey, length: LengthLaw, n: int) -> Array:
+    """Draw ``n`` sequence lengths from the law (a constant array when ``L`` is fixed)."""
+    if length.is_fixed:
+        return jnp.full((n,), length.values[0], dtype=jnp.int32)
+    idx = jax.random.choice(key, len(length.values), (n,), p=jnp.asarray(length.probs))
+    return jnp.asarray(length.values, dtype=jnp.int32)[idx]
+
+
+def length_mask(lengths: Array, L_max: int) -> Array:
+    """Boolean mask ``(n, L_max)``, True on the first ``lengths[i]`` positions."""
+    return jnp.arange(L_max)[None, :] < lengths[:, None]
+
+
+def location_logits(task: TaskConfig, chi_star: Array, mask: Array) -> Array:
+    """Log-weights of the exact location posterior ``c_nu chi*`` (masked entries at -inf).
+
+    For ``nu = inf`` (max variant) the posterior is the argmax: its logits are 0 at the argmax
+    and -inf elsewhere.
+    """
+    if math.isinf(task.nu):
+        masked = jnp.where(mask, chi_star, -jnp.inf)
+        top = jnp.argmax(masked, axis=-1)
+        onehot = jax.nn.one_hot(top, chi_star.shape[-1], dtype=bool)
+        return jnp.where(onehot, 0.0, -jnp.inf)
+    return jnp.where(mask, task.c_nu * chi_star, -jnp.inf)
+
+
+def location_posterior(task: TaskConfig, chi_star: Array, mask: Array) -> Array:
+    """``P(eps* = l | X) = softmax(c_nu chi*)_l`` over unmasked positions (spec section 1)."""
+    return jax.nn.softmax(location_logits(task, chi_star, mask), axis=-1)
+
+
+def sample_data(key: PRNGKey, task: TaskConfig, teacher: Teacher, n: Any) -> Data:
+    """Draw ``n`` samples ``(X, y, eps*)`` from the SLR generative process (spec section 1)."""
+    n = check_int("n", n, low=1)
+    return _sample_data(key, task, teacher, n)
+
+
+def _sample_data(key: PRNGKey, task: TaskConfig, teacher: Teacher, n: int) -> Data:
+    kL, kx, ke, kn = jax.random.split(key, 4)
+    L_max, D = task.L_max, task.D
+    lengths = sample_lengths(kL, task.length, n)
+    mask = length_mask(lengths, L_max)
+    X = jax.random.normal(kx, (n, L_max, D))
+    if task.variant == "spiked":
+        u = jax.random.uniform(ke, (n,))
+        eps = jnp.minimum(jnp.floor(u * lengths).astype(jnp.int32), lengths - 1)
+        spike = jnp.sqrt(task.nu / D) * teacher.k
+        X = X + jax.nn.one_hot(eps, L_max)[:, :, None] * spike[None, None, :]
+    else:
+        chi_star = X @ teacher.k / jnp.sqrt(D)
+        logits = location_logits(task, chi_star, mask)
+        eps = jax.random.categorical(ke, logits, axis=-1).astype(jnp.int32)
+    X = X * mask[:, :, None]
+    z_star = X @ teacher.v / jnp.sqrt(D)
+    y = jnp.take_along_axis(z_star, eps[:, None], axis=1)[:, 0]
+    y = y + jnp.sqrt(task.delta) * jax.random.normal(kn, (n,))
+    return Data(X, y, eps, mask)
+
+
+def teacher_fields(task: TaskConfig, teacher: Teacher, data: Data) -> tuple[Array, Array]:
+    """Teacher fields ``(chi*, z*)``, each ``(n, L_max)``."""
+    s = jnp.sqrt(task.D)
+    return data.X @ teacher.k / s, data.X @ teacher.v / s
+
+
+def sample_task(key: PRNGKey, task: TaskConfig, n_train: int,
+                n_test: int = 0) -> tuple[Teacher, Data, Data | None]:
+    """Teacher, training data and (optional) fresh test data from one key.
+
+    The split of ``key`` is fixed (teacher, train, test), so every estimator fitted with the same
+    ``key`` sees the same teacher and data.
+    """
+    kt, ktr, kte = jax.random.split(key, 3)
+    teacher = sample_teacher(kt, task)
+    train = sample_data(ktr, task, teacher, n_train)
+    test = sample_data(kte, task, teacher, n_test) if n_test > 0 else None
+    return teacher, train, test

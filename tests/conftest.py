@@ -1,0 +1,19 @@
+"""Shared test set-up.
+
+* JAX's persistent compilation cache goes to ``.pytest_cache/jax`` unless the caller chose a
+  place (``BAYESSLR_JAX_CACHE``), so repeated runs and CI re-use compiled functions.
+* Plain ``pytest`` deselects ``@pytest.mark.slow``; ``pytest -m ''`` (the README/CI command)
+  runs everything.
+* Shared session-scoped fixtures live here; module-specific ones stay in their test modules.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+os.environ.setdefault(
+    "BAYESSLR_JAX_CACHE", str(Path(__file__).resolve().parent.parent / ".pytest_cache" / "jax")
+)
+
+import bayesslr  # noqa: E402,F401  (configures JAX before any test module imports it)
