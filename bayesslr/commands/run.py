@@ -1,0 +1,136 @@
+"""Verbs ``run``, ``presets`` and ``report``: sweeps from the command line.
+
+``bayesslr run --preset quick --out results/quick`` runs (or resumes) a sweep and writes
+``results/quick/dataset.nc``; ``bayesslr report results/quick`` draws its figures into
+``results/quick/figures``. Extra method families can be loaded from modules or ``.py`` files
+named in ``$BAYESSLR_PLUGINS`` (comma separated; the test suite registers a tiny method this
+way).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import typer
+
+from bayesslr.task import ConfigError
+
+
+def _fmt_seconds(s: float) -> str:
+    if not math.isfinite(s):
+        return "?"
+    if s < 120:
+        return f"{s:.0f} s"
+    if s < 7200:
+        return f"{s / 60:.1f} min"
+    return f"{s / 3600:.1f} h"
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("run")
+    def run(
+        preset: str = typer.Option(None, "--preset", help="built-in sweep (see 'presets'); "
+                                   "default: quick"),
+        config: Path = typer.Option(None, "--config", help="TOML sweep file"),
+        out: Path = typer.Option(None, "--out", help="output directory (default results/NAME)"),
+        workers: int = typer.Option(None, "--workers", help="dask LocalCluster with N "
+                                    "single-threaded worker processes on 127.0.0.1"),
+        scheduler: str = typer.Option(None, "--scheduler", help="existing dask scheduler, "
+                                      "tcp://host:port"),
+        force: bool = typer.Option(False, "--force", help="replace the config stored in OUT "
+                                   "(finished cells that still match are kept)"),
+        dry_run: bool = typer.Option(False, "--dry-run", help="print the cell count and a cost "
+                                     "estimate, run nothing"),
+        quiet: bool = typer.Option(False, "--quiet", help="no progress bar"),
+    ) -> None:
+        """Run (or resume) a sweep; writes OUT/cells/*.nc and OUT/dataset.nc."""
+        from bayesslr.sweep.config import load_config, load_preset
+        from bayesslr.sweep.executors import (
+            SweepInterrupted,
+            load_plugins,
+            make_executor,
+            plugin_names,
+        )
+        from bayesslr.sweep.runner import prepare_run, run_sweep
+
+        load_plugins(plugin_names())
+        if preset is not None and config is not None:
+            raise ConfigError("--preset and --config exclude each other; allowed: one of them")
+        cfg = load_config(config) if config is not None else load_preset(preset or "quick")
+        out_dir = out if out is not None else Path("results") / cfg.name
+        executor = make_executor(workers, scheduler)
+        if dry_run:
+            _dry_run(cfg, out_dir, workers, force)
+            return
+        prepare_run(cfg, out_dir, force=force)  # validates before anything is written
+        try:
+            summary = run_sweep(cfg, out_dir, executor, force=force, progress=not quiet)
+        except SweepInterrupted as exc:
+            typer.echo(f"bayesslr: {exc}; finished cells are in {out_dir}/cells, rerun the "
+                       "same command to resume", err=True)
+            raise typer.Exit(128 + exc.signum) from None
+        typer.echo(f"cells: {summary.total} ({summary.reused} reused, {summary.computed} "
+                   f"computed, {summary.failed} failed) on {summary.executor}")
+        if summary.failed:
+            typer.echo(f"failed cells are listed with their errors in {out_dir}/manifest.json "
+                       "and in the dataset's 'error' variable", err=True)
+        typer.echo(f"dataset: {summary.dataset}")
+
+    def _dry_run(cfg, out_dir: Path, workers: int | None, force: bool) -> None:
+        from bayesslr.sweep.config import summarize
+        from bayesslr.sweep.cost import estimate
+        from bayesslr.sweep.runner import prepare_run
+
+        store = prepare_run(cfg, out_dir, force=force)
+        todo, done = (store.pending(cfg.cells) if store.cells_dir.exists()
+                      else (list(cfg.cells), {}))
+        info = summarize(cfg)
+        typer.echo(f"sweep {cfg.name}: {info['cells']} cells "
+                   f"({len(done)} already in {out_dir}, {len(todo)} to run)")
+        for m, n in info["by_method"].items():
+            typer.echo(f"  {m}: {n}")
+        for d, vals in info["values"].items():
+            typer.echo(f"  {d}: {', '.join(vals)}")
+        cost = estimate(todo, list(done.values()))
+        total = cost.pop("total")
+        parts = ", ".join(f"{k} {_fmt_seconds(v)}" for k, v in sorted(cost.items()))
+        n = workers or 1
+        typer.echo(f"cost estimate (rough model): {_fmt_seconds(total)} of core time "
+                   f"[{parts}]; about {_fmt_seconds(total / n)} wall on {n} worker"
+                   f"{'s' if n > 1 else ''}")
+
+    @app.command("presets")
+    def presets() -> None:
+        """List the built-in sweeps with their cell counts."""
+        from bayesslr.sweep.config import load_preset, preset_names, preset_raw
+
+        for name in preset_names():
+            raw = preset_raw(name)
+            try:
+                n = f"{len(load_preset(name).cells)} cells"
+            except ConfigError as exc:
+                n = f"not runnable here: {exc}"
+            typer.echo(f"{name}: {raw.get('description', '')} [{n}]")
+
+    @app.command("report")
+    def report(
+        results: Path = typer.Argument(..., help="a directory written by 'bayesslr run'"),
+        out: Path = typer.Option(None, "--out", help="figure directory (default "
+                                 "RESULTS/figures)"),
+        formats: str = typer.Option("png,pdf", "--formats", help="comma list of png, pdf, svg"),
+    ) -> None:
+        """Write the standard figures of a results directory (PNG and PDF)."""
+        from bayesslr.report import write_report
+
+        fmts = tuple(f.strip().lower() for f in formats.split(",") if f.strip())
+        bad = [f for f in fmts if f not in {"png", "pdf", "svg"}]
+        if bad or not fmts:
+            raise ConfigError(f"formats={formats!r} is not allowed; allowed: a comma list of "
+                              "png, pdf, svg")
+        written, skipped = write_report(results, out, formats=fmts)
+        for name, why in skipped:
+            typer.echo(f"skipped {name}: {why}", err=True)
+        fig_dir = out if out is not None else Path(results) / "figures"
+        typer.echo(f"figures: {fig_dir} ({len(written)} files: "
+                   + ", ".join(sorted({p.stem for p in written})) + ")")

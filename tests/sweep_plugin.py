@@ -1,0 +1,37 @@
+"""A tiny deterministic test-only method family, ``sweeptest:<a|b>``, for the sweep tests.
+
+Loaded by the sweep through ``BAYESSLR_PLUGINS=/path/to/tests/sweep_plugin.py`` (so that
+subprocesses and dask workers see it too). Its outputs are a closed-form function of the cell
+and its seed; options make it slow (``sleep`` seconds) or fail (``fail_seed``). When
+``$SWEEPTEST_LOG`` names a file, every execution appends one line ``method seed alpha``, which
+lets the tests count recomputations.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+
+import numpy as np
+
+from bayesslr.methods import Cell, register
+
+
+@register("sweeptest", activations=("a", "b"), needs=("alpha",),
+          description="test-only: closed-form outputs of the cell and seed")
+def sweeptest_cell(cell: Cell) -> dict[str, float | int | bool | str]:
+    """Deterministic outputs; ``options``: ``sleep`` (s), ``fail_seed`` (int)."""
+    time.sleep(float(cell.options.get("sleep", 0.0)))
+    if cell.seed == cell.options.get("fail_seed", -1):
+        raise RuntimeError(f"planned failure at seed {cell.seed}")
+    rng = np.random.default_rng([cell.seed, int(1000 * cell.alpha), len(cell.L)])
+    scale = 1.0 if cell.activation == "a" else 2.0
+    nu = cell.nu if math.isfinite(cell.nu) else 10.0
+    err = scale / (1.0 + cell.alpha) * math.exp(-0.1 * nu) + 0.01 * rng.standard_normal()
+    log = os.environ.get("SWEEPTEST_LOG")
+    if log:
+        with open(log, "a", encoding="utf-8") as f:
+            f.write(f"{cell.method} {cell.seed} {cell.alpha}\n")
+    return {"test_error": err, "stderr": 0.01, "train_loss": err / 2, "m_k": 1 - err,
+            "converged": True, "iterations": 7, "init": "informed"}
