@@ -9,6 +9,7 @@ import importlib
 import sys
 
 import typer
+from typer.exceptions import TyperException  # typer vendors click; its errors derive from this
 
 from bayesslr.task import ConfigError
 
@@ -26,17 +27,41 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+
+
+@app.callback()
+def _root() -> None:
+    """Single-location regression: Bayes-optimal sampling vs attention ERM vs theory."""
+
+
 for _mod in COMMAND_MODULES:
     importlib.import_module(_mod).register(app)
 
 
-def main() -> None:
-    """Console entry point: run the app, turning configuration errors into exit code 2."""
+def _fail(message: str) -> None:
+    message = " ".join(str(message).split())
+    if message:  # click's "no arguments: show help" carries no message
+        print(f"bayesslr: error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point.
+
+    Usage errors (unknown option, bad type) and :class:`ConfigError` (a value out of range)
+    both exit with code 2 and print one line; Ctrl-C exits with 130.
+    """
     try:
-        app(standalone_mode=True)
+        rc = app(args=argv, standalone_mode=False)
     except ConfigError as exc:
-        print(f"bayesslr: error: {exc}", file=sys.stderr)
-        sys.exit(2)
+        _fail(str(exc))
+    except (typer.Abort, KeyboardInterrupt):
+        print("bayesslr: interrupted", file=sys.stderr)
+        sys.exit(130)
+    except TyperException as exc:  # usage errors: unknown option, bad type, missing argument
+        fmt = getattr(exc, "format_message", None)
+        _fail(fmt() if callable(fmt) else str(exc))
+    sys.exit(rc if isinstance(rc, int) else 0)
 
 
 if __name__ == "__main__":

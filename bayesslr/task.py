@@ -68,7 +68,8 @@ def check_int(name: str, value: Any, *, low: int | None = None, high: int | None
         try:
             value = float(value) if any(c in value for c in ".eE") else int(value)
         except ValueError:
-            raise ConfigError(f"{name}={value!r} is not an integer; allowed: {rng.strip()}") from None
+            raise ConfigError(
+                f"{name}={value!r} is not an integer; allowed: {rng.strip()}") from None
     if isinstance(value, float | np.floating):
         if not math.isfinite(value) or value != int(value):
             raise ConfigError(f"{name}={value!r} is not an integer; allowed: {rng.strip()}")
@@ -119,7 +120,8 @@ class LengthLaw:
         if not vals:
             raise ConfigError("L_dist=[] is empty; allowed: a non-empty list of integers >= 1")
         if len(set(vals)) != len(vals):
-            raise ConfigError(f"L_dist={vals} has repeated lengths; allowed: distinct integers >= 1")
+            raise ConfigError(
+                f"L_dist={vals} has repeated lengths; allowed: distinct integers >= 1")
         vals = sorted(vals)
         return cls(tuple(vals), tuple([1.0 / len(vals)] * len(vals)))
 
@@ -230,8 +232,6 @@ def make_task(variant: str = "spiked", L: Any = 3, nu: Any = 2.0, delta: Any = 0
     if isinstance(nu, str) and nu.strip().lower() in {"inf", "infinity", "+inf"}:
         nu = math.inf
     nu_v = check_real("nu", nu, low=0.0, allow_inf=(variant == "max"))
-    if math.isinf(float(nu)) and variant != "max":
-        raise ConfigError("nu=inf is only allowed with variant='max'; allowed for spiked: real >= 0")
     delta_v = check_real("delta", delta, low=0.0)
     D_v = check_int("D", D, low=1)
     return TaskConfig(variant, length, nu_v, delta_v, D_v, bool(orthogonal_v))
