@@ -3,9 +3,10 @@
 Dimensions: ``method``, then every swept parameter that at least one cell sets (in the order
 ``variant, L, nu, delta, alpha, lam, D | sqrtND``), then ``seed``. A cell that leaves a
 parameter unset (population methods have no ``alpha``) holds for every value of it: its result
-is broadcast along that dimension, so ``ds.sel(method=..., alpha=5)`` compares a population
-risk with an ERM error directly. Where a broadcast and an explicit cell meet, the explicit cell
-wins. Unvisited grid points are NaN (numbers) or ``""`` (text).
+is broadcast along that dimension, so ``ds.sel({"method": [...], "alpha": 5})`` compares a
+population risk with an ERM error directly (``method`` must be passed in a dict: it is also
+the name of a keyword of :meth:`xarray.Dataset.sel`). Where a broadcast and an explicit cell
+meet, the explicit cell wins. Unvisited grid points are NaN (numbers) or ``""`` (text).
 
 Coordinate types: ``variant``, ``L`` (a length label, ``"3"`` or ``"1,2,3"``) and ``method``
 are text; ``nu`` (``inf`` allowed), ``delta``, ``alpha``, ``sqrtND`` are floats; ``D`` and

@@ -40,8 +40,12 @@ MAX_ERROR_CHARS = 2000
 OnDone = Callable[[CellRecord], None]
 
 
-class SweepInterrupted(Exception):
-    """Raised in the main thread when SIGINT or SIGTERM arrives during a sweep."""
+class SweepInterrupted(BaseException):
+    """Raised in the main thread when SIGINT or SIGTERM arrives during a sweep.
+
+    A ``BaseException`` (like ``KeyboardInterrupt``), so that the per-cell ``except Exception``
+    that records method failures never swallows it.
+    """
 
     def __init__(self, signum: int) -> None:
         super().__init__(f"interrupted by signal {signal.Signals(signum).name}")

@@ -1,0 +1,55 @@
+"""Reports: the standard figures of a sweep dataset, for the CLI and the notebooks.
+
+:func:`load_results` opens ``RESULTS/dataset.nc`` (or a dataset file);
+:func:`write_report` draws every figure of :data:`~bayesslr.report.figures.FIGURES` that the
+dataset supports and writes each as PNG and PDF.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import xarray as xr
+
+from bayesslr.report.figures import FIGURES, NothingToPlot
+from bayesslr.task import ConfigError
+
+__all__ = ["FIGURES", "NothingToPlot", "load_results", "write_report"]
+
+
+def load_results(path: str | Path) -> xr.Dataset:
+    """The sweep dataset of a results directory (or of a ``.nc`` file), loaded in memory."""
+    p = Path(path)
+    f = p / "dataset.nc" if p.is_dir() else p
+    if not f.exists():
+        raise ConfigError(f"results={str(path)!r} holds no dataset.nc; allowed: a directory "
+                          "written by 'bayesslr run'")
+    try:
+        with xr.open_dataset(f, engine="h5netcdf") as ds:
+            return ds.load()
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"results={str(f)!r} cannot be read ({exc})") from None
+
+
+def write_report(results: str | Path, out: str | Path | None = None, *,
+                 formats: Sequence[str] = ("png", "pdf")
+                 ) -> tuple[list[Path], list[tuple[str, str]]]:
+    """Write the figures of ``results``; returns (files written, [(figure, why skipped)])."""
+    ds = load_results(results)
+    out_dir = Path(out) if out is not None else (
+        Path(results) / "figures" if Path(results).is_dir() else Path(results).parent / "figures")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    skipped: list[tuple[str, str]] = []
+    for name, fn in FIGURES.items():
+        try:
+            fig = fn(ds)
+        except NothingToPlot as why:
+            skipped.append((name, str(why)))
+            continue
+        for fmt in formats:
+            path = out_dir / f"{name}.{fmt}"
+            fig.savefig(path, dpi=150)
+            written.append(path)
+    return written, skipped

@@ -1,0 +1,297 @@
+"""Figure functions shared by ``bayesslr report`` and the notebooks under ``reports/``.
+
+Each function takes the sweep dataset (:mod:`bayesslr.sweep.dataset`) and returns a
+:class:`matplotlib.figure.Figure`, or raises :class:`NothingToPlot` with the reason when the
+dataset holds none of what it draws (a method family absent, a dimension with one value), so
+callers degrade gracefully. Figures are built without pyplot (no global state, any backend).
+
+Reductions, stated once: seeds are averaged (error bars: standard error over seeds, or the
+method's own ``stderr`` when there is one seed); ``lam`` is tuned per ``alpha`` by taking, for
+each method, the value with the lowest seed-averaged test error (the paper's grid search,
+spec section 4); of several sizes (``D`` or ``sqrtND``) the largest is shown.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterable
+
+import numpy as np
+import xarray as xr
+from matplotlib.figure import Figure
+
+ACT_COLORS = {"softmax": "C0", "linear": "C1", "erf": "C2", "softplus": "C3", "bayes": "k"}
+SETTING_DIMS = ("variant", "L", "nu", "delta")
+
+
+class NothingToPlot(Exception):
+    """The dataset holds nothing this figure draws; the message says why."""
+
+
+# --------------------------------------------------------------------------------------------
+# selection helpers
+# --------------------------------------------------------------------------------------------
+def methods_of(ds: xr.Dataset, family: str) -> list[str]:
+    """Methods of ``family`` present in ``ds`` with at least one finite test error."""
+    out = []
+    for m in ds["method"].values.tolist():
+        if m.split(":", 1)[0] == family and bool(
+                np.isfinite(ds["test_error"].sel({"method": m}).values).any()):
+            out.append(m)
+    return out
+
+
+def _label(m: str) -> str:
+    return m.split(":", 1)[1] if ":" in m else m
+
+
+def _color(m: str) -> str:
+    return ACT_COLORS.get(_label(m), "C4")
+
+
+def _fmt(dim: str, v: object) -> str:
+    if isinstance(v, float | np.floating):
+        v = "inf" if math.isinf(v) else f"{float(v):g}"
+    return f"{dim}={v}"
+
+
+def _reduce_sizes(ds: xr.Dataset) -> xr.Dataset:
+    for d in ("D", "sqrtND"):
+        if d in ds.dims:
+            ds = ds.isel({d: -1})
+    return ds
+
+
+def seed_stats(da: xr.DataArray, se: xr.DataArray | None = None
+               ) -> tuple[xr.DataArray, xr.DataArray]:
+    """Seed mean and its standard error (the method's ``stderr`` when one seed only)."""
+    if "seed" not in da.dims:
+        return da, se if se is not None else xr.full_like(da, np.nan)
+    n = da.notnull().sum("seed")
+    with np.errstate(all="ignore"):
+        mean = da.mean("seed", skipna=True)
+        sem = da.std("seed", ddof=1, skipna=True) / np.sqrt(n)
+    if se is not None:
+        own = np.sqrt((se**2).mean("seed", skipna=True) / n.where(n > 0))
+        sem = sem.where(n > 1, own)
+    return mean, sem
+
+
+def _tune_lam(mean: xr.DataArray, sem: xr.DataArray) -> tuple[xr.DataArray, xr.DataArray]:
+    if "lam" not in mean.dims:
+        return mean, sem
+    filled = mean.fillna(np.inf)
+    if filled.sizes["lam"] == 1:
+        return mean.isel(lam=0, drop=True), sem.isel(lam=0, drop=True)
+    best = filled.argmin("lam")
+    return mean.isel(lam=best, drop=True), sem.isel(lam=best, drop=True)
+
+
+def curve(ds: xr.Dataset, method: str, var: str = "test_error"
+          ) -> tuple[xr.DataArray, xr.DataArray]:
+    """Seed-averaged ``var`` of one method with its error bar, ``lam`` tuned."""
+    sub = ds.sel({"method": method})
+    se = sub["stderr"] if (var == "test_error" and "stderr" in sub) else None
+    mean, sem = seed_stats(sub[var], se)
+    if var == "test_error":
+        return _tune_lam(mean, sem)
+    if "lam" in mean.dims:  # diagnostics follow the lam chosen for the test error
+        tmean, _ = seed_stats(sub["test_error"])
+        best = tmean.fillna(np.inf).argmin("lam")
+        return mean.isel(lam=best, drop=True), sem.isel(lam=best, drop=True)
+    return mean, sem
+
+
+def settings(ds: xr.Dataset, keep: Iterable[str]) -> list[dict[str, object]]:
+    """Every combination of the setting dims (variant, L, nu, delta) not in ``keep``."""
+    dims = [d for d in SETTING_DIMS if d in ds.dims and d not in set(keep)]
+    return [dict(zip(dims, vals, strict=True))
+            for vals in itertools.product(*(ds[d].values.tolist() for d in dims))]
+
+
+def _title(sel: dict[str, object]) -> str:
+    return ", ".join(_fmt(k, v) for k, v in sel.items() if not (k == "delta" and v == 0))
+
+
+def _grid(n: int, *, width: float = 4.2, height: float = 3.4) -> tuple[Figure, list]:
+    cols = min(n, 3)
+    rows = math.ceil(n / cols)
+    fig = Figure(figsize=(width * cols, height * rows), layout="constrained")
+    axes = fig.subplots(rows, cols, squeeze=False).ravel().tolist()
+    for ax in axes[n:]:
+        ax.set_visible(False)
+    return fig, axes[:n]
+
+
+def _finite(a: xr.DataArray) -> bool:
+    return bool(np.isfinite(a.values).any())
+
+
+# --------------------------------------------------------------------------------------------
+# population risk (spec section 3; the paper's population figure, spec section 7)
+# --------------------------------------------------------------------------------------------
+def _population_vs(ds: xr.Dataset, dim: str) -> Figure:
+    methods = methods_of(ds, "population")
+    if not methods:
+        raise NothingToPlot("no population:* method in the dataset")
+    if dim not in ds.dims or ds.sizes[dim] < 2:
+        raise NothingToPlot(f"the population results have fewer than two values of {dim}")
+    ds = _reduce_sizes(ds)
+    panels = []
+    for sel in settings(ds, keep=(dim,)):
+        sub = ds.sel(sel)
+        lines = {}
+        for m in methods:
+            mean, sem = curve(sub, m)
+            mean, sem = mean.squeeze(drop=True), sem.squeeze(drop=True)
+            if mean.ndim == 1 and int(np.isfinite(mean.values).sum()) >= 2:
+                lines[m] = (mean, sem)
+        if lines:
+            panels.append((sel, lines))
+    if not panels:
+        raise NothingToPlot(f"no setting has population results at two values of {dim}")
+    fig, axes = _grid(len(panels))
+    for ax, (sel, lines) in zip(axes, panels, strict=True):
+        for m, (mean, sem) in lines.items():
+            x = mean[dim].values
+            xs = np.arange(len(x)) if x.dtype.kind in "UO" else x
+            ok = np.isfinite(mean.values)
+            style = {"ls": "--", "lw": 2} if _label(m) == "bayes" else {"marker": "o"}
+            ax.errorbar(xs[ok], mean.values[ok], yerr=np.nan_to_num(sem.values[ok]),
+                        color=_color(m), label=_label(m), capsize=2, **style)
+            if x.dtype.kind in "UO":
+                ax.set_xticks(xs, [str(v) for v in x])
+        ax.set_xlabel(dim if dim != "nu" else r"$\nu$")
+        ax.set_ylabel("population excess risk")
+        ax.set_title(_title(sel), fontsize=9)
+        if dim == "nu":
+            ax.set_yscale("log")
+        ax.legend(fontsize=8)
+    fig.suptitle(f"Population excess risk vs {dim} (spec section 3)")
+    return fig
+
+
+def population_vs_nu(ds: xr.Dataset) -> Figure:
+    """Population excess risk of each activation (and the Bayes risk) against ``nu``."""
+    return _population_vs(ds, "nu")
+
+
+def population_vs_L(ds: xr.Dataset) -> Figure:
+    """Population excess risk of each activation (and the Bayes risk) against ``L``."""
+    return _population_vs(ds, "L")
+
+
+# --------------------------------------------------------------------------------------------
+# finite sample: error vs alpha (spec sections 4-6; the paper's finite-sample figure)
+# --------------------------------------------------------------------------------------------
+def error_vs_alpha(ds: xr.Dataset) -> Figure:
+    """Test excess error against ``alpha``: theory lines (``theory_erm:*``), ERM markers with
+    error bars (``erm:*``), Bayes-sampling markers, the Bayes-optimal curve (``theory_bayes``)
+    and the Bayes risk (``population:bayes``, the ``alpha -> inf`` limit) where present."""
+    if "alpha" not in ds.dims:
+        raise NothingToPlot("the dataset has no alpha dimension")
+    fams = {f: methods_of(ds, f) for f in ("theory_erm", "erm", "bayes_sampling",
+                                            "theory_bayes", "population")}
+    if not any(fams[f] for f in ("theory_erm", "erm", "bayes_sampling", "theory_bayes")):
+        raise NothingToPlot("no finite-sample method (erm, theory_erm, bayes_sampling, "
+                            "theory_bayes) in the dataset")
+    ds = _reduce_sizes(ds)
+    panels = []
+    for sel in settings(ds, keep=("alpha",)):
+        sub = ds.sel(sel)
+        items = []
+        for fam in ("theory_bayes", "theory_erm", "erm", "bayes_sampling"):
+            for m in fams[fam]:
+                mean, sem = curve(sub, m)
+                mean, sem = mean.squeeze(drop=True), sem.squeeze(drop=True)
+                if mean.ndim == 1 and _finite(mean):
+                    items.append((fam, m, mean, sem))
+        if items:
+            limit = None
+            if "population:bayes" in fams["population"]:
+                lm, _ = curve(sub, "population:bayes")
+                vals = lm.values[np.isfinite(lm.values)]
+                limit = float(vals.mean()) if vals.size else None
+            panels.append((sel, items, limit))
+    if not panels:
+        raise NothingToPlot("no setting has finite-sample results")
+    fig, axes = _grid(len(panels), width=4.6, height=3.6)
+    for ax, (sel, items, limit) in zip(axes, panels, strict=True):
+        for fam, m, mean, sem in items:
+            x, y, e = mean["alpha"].values, mean.values, np.nan_to_num(sem.values)
+            ok = np.isfinite(y)
+            if fam == "theory_erm":
+                ax.plot(x[ok], y[ok], "-", color=_color(m), label=f"{_label(m)} (theory)")
+            elif fam == "theory_bayes":
+                ax.plot(x[ok], y[ok], "-", color="k", lw=2, label="Bayes-optimal (theory)")
+            elif fam == "erm":
+                ax.errorbar(x[ok], y[ok], yerr=e[ok], fmt="o", color=_color(m), capsize=3,
+                            mfc="white", label=f"{_label(m)} (ERM)")
+            else:
+                ax.errorbar(x[ok], y[ok], yerr=e[ok], fmt="s", color="k", capsize=3,
+                            label="Bayes (sampling)")
+        if limit is not None:
+            ax.axhline(limit, color="k", ls=":", lw=1, label="Bayes risk (alpha=inf)")
+        ax.set_xlabel(r"$\alpha = N/D$")
+        ax.set_ylabel("test excess error")
+        ax.set_title(_title(sel), fontsize=9)
+        ax.legend(fontsize=7)
+    fig.suptitle("Test excess error vs sample ratio (lam tuned per alpha)")
+    return fig
+
+
+# --------------------------------------------------------------------------------------------
+# sampler diagnostics (spec section 6)
+# --------------------------------------------------------------------------------------------
+DIAGNOSTICS = (("r_hat_max", "max split R-hat", 1.01), ("ess_bulk_min", "min bulk ESS", None),
+               ("nishimori_gap", "Nishimori gap max|m - q|", None),
+               ("divergences", "divergent transitions", None))
+
+
+def sampler_diagnostics(ds: xr.Dataset) -> Figure:
+    """R-hat, bulk ESS, Nishimori gap and divergences of ``bayes_sampling`` against ``alpha``
+    (one line per setting)."""
+    methods = methods_of(ds, "bayes_sampling")
+    if not methods:
+        raise NothingToPlot("no bayes_sampling results in the dataset")
+    diags = [d for d in DIAGNOSTICS if d[0] in ds and _finite(ds[d[0]].sel({"method": methods}))]
+    if not diags:
+        raise NothingToPlot("bayes_sampling results carry no diagnostics")
+    if "alpha" not in ds.dims:
+        raise NothingToPlot("the dataset has no alpha dimension")
+    ds = _reduce_sizes(ds)
+    fig, axes = _grid(len(diags), width=4.2, height=3.2)
+    for ax, (var, label, ref) in zip(axes, diags, strict=True):
+        for i, sel in enumerate(settings(ds, keep=("alpha",))):
+            for m in methods:
+                sub = ds.sel(sel).sel({"method": m})
+                if not _finite(sub[var]):
+                    continue
+                vals = sub[var]
+                if "lam" in vals.dims:
+                    vals = vals.isel(lam=0)
+                vals = vals.squeeze(drop=True)
+                if vals.ndim != 2:  # (alpha, seed)
+                    continue
+                x = vals["alpha"].values
+                for s in range(vals.sizes["seed"]):
+                    ax.plot(x, vals.isel(seed=s).values, "o", color=f"C{i % 10}", alpha=0.6,
+                            ms=4, label=_title(sel) if s == 0 else None)
+        if ref is not None:
+            ax.axhline(ref, color="r", ls="--", lw=1)
+        if var == "ess_bulk_min":
+            ax.set_yscale("log")
+        ax.set_xlabel(r"$\alpha$")
+        ax.set_ylabel(label)
+        ax.legend(fontsize=6)
+    fig.suptitle("Bayes sampling diagnostics (each point one seed)")
+    return fig
+
+
+FIGURES = {
+    "population_vs_nu": population_vs_nu,
+    "population_vs_L": population_vs_L,
+    "error_vs_alpha": error_vs_alpha,
+    "sampler_diagnostics": sampler_diagnostics,
+}

@@ -1,0 +1,296 @@
+"""Sweep runner: config validation, storage/resume, dataset layout, executors, interrupts.
+
+The method used is the test-only family ``sweeptest`` (tests/sweep_plugin.py), a closed-form
+function of the cell and its seed, loaded through ``$BAYESSLR_PLUGINS`` so that subprocesses
+and dask workers see it too. Subprocess tests cost one JAX import each: there are two.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from bayesslr.cli import main
+from bayesslr.sweep.config import cell_key, parse_config
+from bayesslr.sweep.dataset import comparable
+from bayesslr.sweep.executors import DaskExecutor, load_plugins
+from bayesslr.sweep.runner import run_sweep
+from bayesslr.sweep.storage import ResultStore
+from bayesslr.task import ConfigError
+
+PLUGIN = str(Path(__file__).resolve().parent / "sweep_plugin.py")
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def plugin(monkeypatch, tmp_path):
+    monkeypatch.setenv("BAYESSLR_PLUGINS", PLUGIN)
+    log = tmp_path / "executions.log"
+    monkeypatch.setenv("SWEEPTEST_LOG", str(log))
+    load_plugins([PLUGIN])
+    return log
+
+
+def tiny(**over) -> dict:
+    raw = {"name": "tiny", "defaults": {"seeds": [0, 1], "variant": "max"},
+           "grid": [{"methods": ["sweeptest:a", "sweeptest:b"], "alpha": [1, 2.5],
+                     "nu": [1.0, "inf"]}]}
+    raw.update(over)
+    return raw
+
+
+def write_toml(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def executions(log: Path) -> list[str]:
+    return log.read_text().splitlines() if log.exists() else []
+
+
+def snapshot(root: Path) -> dict[str, tuple[int, int, int]]:
+    """(mtime_ns, inode, size) of every file under ``root``."""
+    return {str(p.relative_to(root)): (p.stat().st_mtime_ns, p.stat().st_ino, p.stat().st_size)
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+# --------------------------------------------------------------------------------------------
+# configuration
+# --------------------------------------------------------------------------------------------
+def test_grid_expansion_and_normalisation():
+    raw = {"defaults": {"seeds": 3, "L": [2, "1,2,3"]},
+           "options": {"sweeptest": {"sleep": 0}, "sweeptest:b": {"sleep": 0.0, "x": 1}},
+           "grid": [{"methods": ["sweeptest:a", "sweeptest:b"], "alpha": [1, 2],
+                     "lam": [0.1, "auto"], "D": 10},
+                    {"methods": "sweeptest:a", "alpha": 1, "lam": 0.1, "D": 10, "seeds": [0]}]}
+    cfg = parse_config(raw)
+    assert len(cfg.cells) == 2 * 2 * 2 * 2 * 3  # second block duplicates the first
+    assert {c.L for c in cfg.cells} == {"2", "1,2,3"}
+    assert {c.lam for c in cfg.cells} == {0.1, "auto"}
+    assert all(isinstance(c.alpha, float) for c in cfg.cells)
+    b = next(c for c in cfg.cells if c.method == "sweeptest:b")
+    assert dict(b.options) == {"sleep": 0.0, "x": 1}
+    assert cfg.dims == ["variant", "L", "nu", "delta", "alpha", "lam", "D"]
+    # the digest ignores name/description and sees every value
+    assert parse_config({**raw, "name": "other"}).digest() == cfg.digest()
+    raw["grid"][0]["alpha"] = [1, 3]
+    assert parse_config(raw).digest() != cfg.digest()
+
+
+@pytest.mark.parametrize("change, needle", [
+    ({"grid": [{"methods": ["nosuch:thing"], "alpha": 1}]}, "method='nosuch:thing' is unknown"),
+    ({"grid": [{"methods": ["sweeptest:c"], "alpha": 1}]}, "sweeptest:a"),
+    ({"grid": [{"methods": ["sweeptest:a"], "alpha": -1}]}, "grid[0].alpha=-1"),
+    ({"grid": [{"methods": ["sweeptest:a"], "alpha": []}]}, "grid[0].alpha=[] is empty"),
+    ({"grid": []}, "grid is empty"),
+    ({"grid": [{"methods": [], "alpha": 1}]}, "methods=[] is empty"),
+    ({"grid": [{"methods": ["sweeptest:a"], "alpha": 1, "nu": "abc"}]}, "grid[0].nu='abc'"),
+    ({"grid": [{"methods": ["sweeptest:a"], "alpha": True}]}, "grid[0].alpha=True"),
+    ({"grid": [{"methods": ["sweeptest:a"], "alpha": 1, "seeds": [1.5]}]}, "seeds[0]=1.5"),
+    ({"grid": [{"methods": ["sweeptest:a"], "alpha": 1, "D": "10"}]}, "grid[0].D='10'"),
+    ({"grid": [{"methods": ["sweeptest:a"], "alpha": 1, "alhpa": 2}]}, "grid[0].alhpa"),
+    ({"grid": [{"methods": ["sweeptest:a"]}]}, "needs alpha"),
+    ({"grid": [{"methods": ["sweeptest:a"], "alpha": 1, "variant": "spiked", "nu": "inf"}]},
+     "nu=inf is not allowed"),
+    ({"grid": [{"methods": ["sweeptest:a"], "alpha": 1, "D": 5, "sqrtND": 10}]},
+     "both D and sqrtND"),
+])
+def test_bad_configs_name_the_problem(change, needle):
+    with pytest.raises(ConfigError) as exc:
+        parse_config(tiny(**change))
+    assert needle in str(exc.value)
+
+
+BAD_TOML = {
+    "unknown method": 'grid = [{methods = ["erm_typo:softmax"], alpha = 1}]',
+    "negative alpha": 'grid = [{methods = ["sweeptest:a"], alpha = [1, -2]}]',
+    "empty grid": "grid = []",
+    "wrong type": 'grid = [{methods = ["sweeptest:a"], alpha = 1, seeds = "zero"}]',
+    "not toml": "grid = [",
+}
+
+
+def test_cli_bad_configs_exit_2_and_touch_nothing(tmp_path, capsys, plugin):
+    """Each bad config: exit 2, one line on stderr, no computation, the directory untouched."""
+    out = tmp_path / "out"
+    good = write_toml(tmp_path / "good.toml",
+                      'grid = [{methods = ["sweeptest:a"], alpha = 1, seeds = [0]}]')
+    with pytest.raises(SystemExit) as e:
+        main(["run", "--config", str(good), "--out", str(out), "--quiet"])
+    assert e.value.code == 0
+    (out / "notes.txt").write_text("mine")
+    before = snapshot(out)
+    n_exec = len(executions(plugin))
+    capsys.readouterr()
+    cases = [(["--config", str(write_toml(tmp_path / f"bad{i}.toml", text))], name)
+             for i, (name, text) in enumerate(BAD_TOML.items())]
+    other = write_toml(tmp_path / "other.toml",
+                       'grid = [{methods = ["sweeptest:a"], alpha = 2, seeds = [0]}]')
+    cases.append((["--config", str(other)], "different config"))
+    cases.append((["--config", str(good), "--workers", "0"], "workers"))
+    for args, name in cases:
+        with pytest.raises(SystemExit) as e:
+            main(["run", *args, "--out", str(out), "--quiet"])
+        err = capsys.readouterr().err.strip()
+        assert e.value.code == 2, name
+        assert len(err.splitlines()) == 1 and err.startswith("bayesslr: error:"), (name, err)
+        assert snapshot(out) == before, name
+    # a path that cannot be written: under a regular file
+    with pytest.raises(SystemExit) as e:
+        main(["run", "--config", str(good), "--out", str(out / "notes.txt" / "x"), "--quiet"])
+    err = capsys.readouterr().err.strip()
+    assert e.value.code == 2 and len(err.splitlines()) == 1 and "notes.txt" in err
+    assert snapshot(out) == before
+    assert len(executions(plugin)) == n_exec
+
+
+# --------------------------------------------------------------------------------------------
+# storage, dataset, resume
+# --------------------------------------------------------------------------------------------
+def test_dataset_layout_failures_and_broadcast(tmp_path, plugin):
+    raw = tiny(options={"sweeptest": {"fail_seed": 1}})
+    raw["grid"].append({"methods": ["sweeptest:b"], "alpha": 7, "nu": 1.0, "D": 20})
+    cfg = parse_config(raw)
+    summary = run_sweep(cfg, tmp_path / "r", progress=False)
+    assert summary.failed == len([c for c in cfg.cells if c.seed == 1])
+    ds = xr.open_dataset(summary.dataset, engine="h5netcdf").load()
+    assert list(ds["test_error"].dims) == ["method", "variant", "L", "nu", "delta", "alpha",
+                                           "D", "seed"]
+    assert ds["test_error"].attrs["long_name"].startswith("test excess error")
+    assert ds["runtime_s"].attrs["units"] == "s"
+    assert json.loads(ds.attrs["config"])["name"] == "tiny"
+    for key in ("bayesslr_version", "git_revision", "monte_carlo_sizes", "Conventions"):
+        assert key in ds.attrs
+    a = ds.sel({"method": "sweeptest:a", "variant": "max", "L": "3", "delta": 0.0,
+                "alpha": [1.0, 2.5]})
+    # cells without D hold for every D (broadcast); failed cells are NaN with their error
+    np.testing.assert_array_equal(a["test_error"].sel(D=20, seed=0).values,
+                                  a["test_error"].sel(seed=0).isel(D=0).values)
+    assert np.isnan(a["test_error"].sel(seed=1)).all()
+    assert (a["status"].sel(seed=1) == "failed").all()
+    assert "planned failure at seed 1" in str(a["error"].sel(seed=1, alpha=1, nu=1.0).item())
+    assert ds["init"].dtype.kind == "U" and ds["converged"].dtype == np.float64
+    b = ds.sel({"method": "sweeptest:b", "variant": "max", "L": "3", "delta": 0.0,
+                "nu": 1.0, "seed": 0, "D": 20})
+    assert np.isfinite(b["test_error"].sel(alpha=7.0)) and np.isfinite(b["test_error"].sel(
+        alpha=1.0))
+    assert ds.sel({"method": "sweeptest:a", "nu": math.inf}).sizes["alpha"] == 3
+    assert (ds["status"].sel({"method": "sweeptest:a", "alpha": 7.0}) == "").all()
+
+
+def test_resume_recomputes_only_missing_unreadable_and_failed(tmp_path, plugin):
+    cfg = parse_config(tiny())
+    out = tmp_path / "r"
+    first = run_sweep(cfg, out, progress=False)
+    ref = xr.open_dataset(first.dataset, engine="h5netcdf").load()
+    n = len(cfg.cells)
+    assert len(executions(plugin)) == n
+    store = ResultStore(out)
+    victims = list(cfg.cells[:3])
+    store.cell_path(victims[0]).unlink()
+    store.cell_path(victims[1]).write_bytes(b"garbage")
+    (out / "cells" / ".stale.nc.abc.tmp").write_bytes(b"half a file")  # a killed write
+    before = snapshot(out / "cells")
+    second = run_sweep(cfg, out, progress=False)
+    assert (second.reused, second.computed) == (n - 2, 2)
+    assert len(executions(plugin)) == n + 2
+    after = snapshot(out / "cells")
+    untouched = {f"{cell_key(c)}.nc" for c in cfg.cells[2:]}
+    assert all(after[f] == before[f] for f in untouched)
+    assert ".stale.nc.abc.tmp" not in after
+    got = xr.open_dataset(second.dataset, engine="h5netcdf").load()
+    xr.testing.assert_identical(comparable(got), comparable(ref))
+    # a different config is refused unless forced; forcing keeps the matching cells
+    raw = tiny()
+    raw["grid"][0]["alpha"] = [1, 2.5, 4]
+    with pytest.raises(ConfigError, match="different config"):
+        run_sweep(parse_config(raw), out, progress=False)
+    forced = run_sweep(parse_config(raw), out, force=True, progress=False)
+    assert (forced.reused, forced.computed) == (n, n // 2)
+
+
+# --------------------------------------------------------------------------------------------
+# executors and interrupts
+# --------------------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_dask_two_workers_equals_in_process(tmp_path, plugin):
+    """Same config and seeds: identical datasets from a 2-process LocalCluster and in-process."""
+    cfg = parse_config(tiny())
+    a = run_sweep(cfg, tmp_path / "inproc", progress=False)
+    b = run_sweep(cfg, tmp_path / "dask", DaskExecutor(workers=2), progress=False)
+    assert b.computed == len(cfg.cells) and b.failed == 0
+    da = xr.open_dataset(a.dataset, engine="h5netcdf").load()
+    db = xr.open_dataset(b.dataset, engine="h5netcdf").load()
+    xr.testing.assert_identical(comparable(da), comparable(db))
+
+
+def _start(cfg_path: Path, out: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "bayesslr.cli", "run", "--config", str(cfg_path), "--out",
+         str(out), "--quiet"], cwd=REPO, env=os.environ.copy(), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for_cells(out: Path, n: int, proc: subprocess.Popen, timeout: float = 90) -> None:
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        if len(list((out / "cells").glob("*.nc"))) >= n:
+            return
+        if proc.poll() is not None:
+            raise AssertionError(f"run ended early: {proc.communicate()}")
+        time.sleep(0.05)
+    raise AssertionError("no progress")
+
+
+@pytest.mark.slow
+def test_killed_runs_resume_without_recomputing(tmp_path, plugin):
+    """SIGTERM, then SIGKILL mid-sweep; the resumed run recomputes no finished cell and the
+    final dataset equals an uninterrupted run."""
+    text = ('name = "killme"\n[options]\nsweeptest = { sleep = 0.15 }\n'
+            '[[grid]]\nmethods = ["sweeptest:a"]\nalpha = [1, 2, 3, 4, 5, 6]\nseeds = [0, 1]\n')
+    cfg_path = write_toml(tmp_path / "k.toml", text)
+    out = tmp_path / "k"
+    proc = _start(cfg_path, out)
+    _wait_for_cells(out, 3, proc)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert "rerun the same command to resume" in err
+    first = snapshot(out / "cells")
+    assert 3 <= len(first) < 12
+
+    proc = _start(cfg_path, out)
+    _wait_for_cells(out, len(first) + 3, proc)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=30)
+    second = snapshot(out / "cells")
+    assert all(second[f] == v for f, v in first.items())  # no finished cell rewritten
+    done = {f for f in second if f.endswith(".nc")}
+    assert len(done) < 12
+
+    n_before = len(executions(plugin))
+    from bayesslr.sweep.config import load_config
+
+    cfg = load_config(cfg_path)
+    resumed = run_sweep(cfg, out, progress=False)
+    assert (resumed.reused, resumed.computed) == (len(done), 12 - len(done))
+    assert len(executions(plugin)) - n_before == 12 - len(done)
+    final = snapshot(out / "cells")
+    assert all(final[f] == second[f] for f in done)
+    # at most the cells in flight were lost at each interrupt
+    assert len(executions(plugin)) <= 12 + 2
+
+    ref = run_sweep(cfg, tmp_path / "ref", progress=False)
+    a = xr.open_dataset(resumed.dataset, engine="h5netcdf").load()
+    b = xr.open_dataset(ref.dataset, engine="h5netcdf").load()
+    xr.testing.assert_identical(comparable(a), comparable(b))
