@@ -131,6 +131,18 @@ def _finite(a: xr.DataArray) -> bool:
 # --------------------------------------------------------------------------------------------
 # population risk (spec section 3; the paper's population figure, spec section 7)
 # --------------------------------------------------------------------------------------------
+def _collapse(mean: xr.DataArray, sem: xr.DataArray, keep: str
+              ) -> tuple[xr.DataArray, xr.DataArray]:
+    """Drop the dims other than ``keep`` that a population result does not depend on (the
+    sweep broadcasts it along ``alpha``): take the first index holding a finite value."""
+    for d in [d for d in mean.dims if d != keep]:
+        other = [o for o in mean.dims if o != d]
+        finite = np.isfinite(mean).any(other).values if other else np.isfinite(mean).values
+        i = int(np.argmax(finite))
+        mean, sem = mean.isel({d: i}, drop=True), sem.isel({d: i}, drop=True)
+    return mean, sem
+
+
 def _population_vs(ds: xr.Dataset, dim: str) -> Figure:
     methods = methods_of(ds, "population")
     if not methods:
@@ -144,7 +156,7 @@ def _population_vs(ds: xr.Dataset, dim: str) -> Figure:
         lines = {}
         for m in methods:
             mean, sem = curve(sub, m)
-            mean, sem = mean.squeeze(drop=True), sem.squeeze(drop=True)
+            mean, sem = _collapse(mean.squeeze(drop=True), sem.squeeze(drop=True), keep=dim)
             if mean.ndim == 1 and int(np.isfinite(mean.values).sum()) >= 2:
                 lines[m] = (mean, sem)
         if lines:
@@ -157,7 +169,8 @@ def _population_vs(ds: xr.Dataset, dim: str) -> Figure:
             x = mean[dim].values
             xs = np.arange(len(x)) if x.dtype.kind in "UO" else x
             ok = np.isfinite(mean.values)
-            style = {"ls": "--", "lw": 2} if _label(m) == "bayes" else {"marker": "o"}
+            style = ({"ls": "--", "lw": 2, "zorder": 3} if _label(m) == "bayes"
+                     else {"marker": "o"})
             ax.errorbar(xs[ok], mean.values[ok], yerr=np.nan_to_num(sem.values[ok]),
                         color=_color(m), label=_label(m), capsize=2, **style)
             if x.dtype.kind in "UO":

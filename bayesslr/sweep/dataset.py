@@ -56,6 +56,16 @@ def git_revision() -> str:
     return rev + ("-dirty" if dirty else "")
 
 
+RESERVED = frozenset({"method", "seed", *PARAM_DIMS, "status", "error", "runtime_s"})
+
+
+def output_name(key: str) -> str:
+    """Dataset variable of a method output: a name taken by a dimension or by the runner's own
+    variables gets the suffix ``_used`` (``lam`` -> ``lam_used``: the penalty an ``auto`` cell
+    chose; ``method`` -> ``method_used``)."""
+    return f"{key}_used" if key in RESERVED else key
+
+
 def _lam_coord(values: list[Any]) -> tuple[np.ndarray, list[Any]]:
     if any(isinstance(v, str) for v in values):
         labels = sorted({format_value(v) for v in values},
@@ -112,12 +122,15 @@ def build_dataset(cfg: SweepConfig, records: Sequence[CellRecord]) -> xr.Dataset
     text_vars: set[str] = set()
     for r in records:
         for k, v in r.outputs.items():
+            if k == "runtime_s":  # the runner's wall time of the cell is kept instead
+                continue
+            k = output_name(k)
             if k not in names:
                 names.append(k)
             if isinstance(v, str):
                 text_vars.add(k)
-    order = [k for k in OUTPUT_VARS if k in names and k != "runtime_s"]
-    order += [k for k in names if k not in OUTPUT_VARS]
+    order = [output_name(k) for k in OUTPUT_VARS if output_name(k) in names]
+    order += [k for k in names if k not in order]
     arrays: dict[str, np.ndarray] = {
         k: (np.full(shape, "", dtype=object) if k in text_vars else np.full(shape, np.nan))
         for k in order}
@@ -136,8 +149,9 @@ def build_dataset(cfg: SweepConfig, records: Sequence[CellRecord]) -> xr.Dataset
             idx.append(list(range(len(coords[d]))) if v is None
                        else [index[d][_coord_key(d, v, lam_text)]])
         sel = np.ix_(*idx)
+        outputs = {output_name(k): v for k, v in r.outputs.items()}
         for k in order:
-            v = r.outputs.get(k)
+            v = outputs.get(k)
             if k in text_vars:
                 arrays[k][sel] = "" if v is None else (v if isinstance(v, str) else format_value(v))
             else:
@@ -160,7 +174,9 @@ def build_dataset(cfg: SweepConfig, records: Sequence[CellRecord]) -> xr.Dataset
     for k, arr in arrays.items():
         if arr.dtype == object:
             arr = arr.astype(str)
-        long_name, units = OUTPUT_VARS.get(k) or _EXTRA_VARS.get(k) or (k.replace("_", " "), "1")
+        base = k[:-5] if k.endswith("_used") and k[:-5] in RESERVED else k
+        long_name, units = (OUTPUT_VARS.get(base) or _EXTRA_VARS.get(k)
+                            or (k.replace("_", " "), "1"))
         attrs = {"long_name": long_name}
         if units:
             attrs["units"] = units

@@ -1,0 +1,92 @@
+"""Report figures: every figure from a synthetic dataset with the sweep's layout, graceful
+degradation when methods or dimensions are absent, and the ``report`` verb."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from bayesslr.cli import main
+from bayesslr.report import FIGURES, NothingToPlot, write_report
+
+METHODS = ["population:bayes", "population:softmax", "population:linear", "theory_bayes",
+           "theory_erm:softmax", "theory_erm:linear", "erm:softmax", "erm:linear",
+           "bayes_sampling"]
+
+
+def synthetic(methods=METHODS) -> xr.Dataset:
+    """A dataset shaped like a sweep's: method x variant x L x nu x delta x alpha x lam x seed."""
+    coords = {"method": methods, "variant": ["spiked"], "L": ["2", "3"], "nu": [1.0, 5.0],
+              "delta": [0.01], "alpha": [1.0, 2.0, 5.0], "lam": [0.01, 0.1], "seed": [0, 1]}
+    shape = tuple(len(v) for v in coords.values())
+    rng = np.random.default_rng(0)
+    level = {"bayes": 0.2, "softmax": 0.25, "linear": 0.4}
+    base = np.array([level.get(m.split(":")[-1], 0.22) for m in methods])
+    alpha = np.array(coords["alpha"])
+    err = (base[:, None, None, None, None, None, None, None]
+           + 1.0 / alpha[None, None, None, None, None, :, None, None]
+           + 0.01 * rng.standard_normal(shape))
+    dims = list(coords)
+    ds = xr.Dataset({"test_error": (dims, err), "stderr": (dims, np.full(shape, 0.01))},
+                    coords=coords)
+    bs = ds["method"] == "bayes_sampling"
+    ds["r_hat_max"] = (1.0 + 0.01 * ds["test_error"] ** 2).where(bs)
+    ds["ess_bulk_min"] = (100 + 50 * ds["test_error"]).where(bs)
+    return ds
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    d = tmp_path_factory.mktemp("results")
+    synthetic().to_netcdf(d / "dataset.nc", engine="h5netcdf")
+    return d
+
+
+def test_all_figures_written_as_png_and_pdf(results):
+    written, skipped = write_report(results)
+    assert skipped == []
+    assert {p.name for p in written} == {f"{n}.{e}" for n in FIGURES for e in ("png", "pdf")}
+    assert all(p.stat().st_size > 1000 for p in written)
+
+
+def test_lam_is_tuned_per_alpha():
+    from bayesslr.report.figures import curve
+
+    ds = synthetic()
+    ds["test_error"].loc[{"method": "erm:softmax", "lam": 0.1}] = 9.0
+    mean, _ = curve(ds, "erm:softmax")
+    assert "lam" not in mean.dims and float(mean.max()) < 9.0
+
+
+@pytest.mark.parametrize("keep, drawn", [
+    (["population:softmax", "population:linear"], {"population_vs_nu", "population_vs_L"}),
+    (["erm:softmax"], {"error_vs_alpha"}),
+    (["bayes_sampling"], {"error_vs_alpha", "sampler_diagnostics"}),
+])
+def test_absent_methods_degrade_gracefully(keep, drawn):
+    ds = synthetic(keep)
+    got = set()
+    for name, fn in FIGURES.items():
+        try:
+            fn(ds)
+            got.add(name)
+        except NothingToPlot as why:
+            assert str(why)
+    assert got == drawn
+
+
+def test_report_verb(capsys, tmp_path):
+    synthetic(["population:softmax", "population:linear"]).to_netcdf(
+        tmp_path / "dataset.nc", engine="h5netcdf")
+    with pytest.raises(SystemExit) as e:
+        main(["report", str(tmp_path), "--formats", "png"])
+    assert e.value.code == 0
+    captured = capsys.readouterr()
+    assert f"figures: {tmp_path / 'figures'}" in captured.out
+    assert "skipped error_vs_alpha: no finite-sample method" in captured.err
+    assert {p.stem for p in (tmp_path / "figures").glob("*.png")} == {
+        "population_vs_nu", "population_vs_L"}
+    with pytest.raises(SystemExit) as e:
+        main(["report", str(tmp_path / "nothing")])
+    assert e.value.code == 2
