@@ -186,10 +186,12 @@ def mc_fields(task: TaskConfig, samples: int, seed: int) -> Fields:
     key = jax.random.key(seed)
     for j, (L, p) in enumerate(zip(task.length.values, task.length.probs, strict=True)):
         kc, kx = jax.random.split(jax.random.fold_in(key, L))
-        chi = jax.random.normal(kc, (samples, L_max), dtype=jnp.float64)
+        # drawn at width L and padded: a stratum's draws do not depend on the rest of the law
+        pad = ((0, 0), (0, L_max - L))
+        chi = jnp.pad(jax.random.normal(kc, (samples, L), dtype=jnp.float64), pad)
         if task.variant == "spiked":
             chi = chi.at[:, 0].add(math.sqrt(task.nu))
-        xi = jax.random.normal(kx, (samples, L_max), dtype=jnp.float64)
+        xi = jnp.pad(jax.random.normal(kx, (samples, L), dtype=jnp.float64), pad)
         mask = jnp.broadcast_to(jnp.arange(L_max) < L, (samples, L_max))
         parts.append((chi, xi, mask, jnp.full((samples,), p / samples),
                       jnp.full((samples,), j, dtype=jnp.int32)))
