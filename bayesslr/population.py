@@ -475,4 +475,5 @@ def population_cell(cell: Cell) -> dict[str, Any]:
                            seed=cell.seed, method=opts.get("mc_method", "mc"))
     out = res.to_dict()
     out["test_error"] = out.pop("excess_risk")
+    out["mc_method"] = out.pop("method")  # "method" is a sweep dimension
     return out
