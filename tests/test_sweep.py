@@ -294,3 +294,36 @@ def test_killed_runs_resume_without_recomputing(tmp_path, plugin):
     a = xr.open_dataset(resumed.dataset, engine="h5netcdf").load()
     b = xr.open_dataset(ref.dataset, engine="h5netcdf").load()
     xr.testing.assert_identical(comparable(a), comparable(b))
+
+
+# --------------------------------------------------------------------------------------------
+# presets and the dry run
+# --------------------------------------------------------------------------------------------
+def test_presets_are_valid(capsys, tmp_path):
+    """Every preset validates (methods of families not registered here are reported, not
+    silently dropped); the quick preset validates as shipped; --dry-run prints count and cost."""
+    from bayesslr.methods import FAMILY_MODULES, known_methods
+    from bayesslr.sweep.config import load_preset, preset_names, preset_raw
+
+    assert {"quick", "paper"} <= set(preset_names())
+    quick = load_preset("quick")
+    assert {c.family for c in quick.cells} <= set(FAMILY_MODULES)
+    known = set(known_methods())
+    for name in preset_names():
+        raw = preset_raw(name)
+        for block in raw["grid"]:
+            block["methods"] = [m for m in block["methods"] if m in known]
+        raw["grid"] = [b for b in raw["grid"] if b["methods"]]
+        assert parse_config(raw, name=name).cells
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as e:
+        main(["presets"])
+    assert e.value.code == 0
+    listed = capsys.readouterr().out
+    assert "quick:" in listed and "paper:" in listed
+    with pytest.raises(SystemExit) as e:
+        main(["run", "--preset", "quick", "--dry-run", "--out", str(tmp_path / "q")])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert f"sweep quick: {len(quick.cells)} cells" in out and "cost estimate" in out
+    assert not (tmp_path / "q").exists()

@@ -27,7 +27,7 @@ TOML layout (every grid key takes one value or a list; ``[defaults]`` fill what 
     methods = ["erm:softmax", "theory_erm:softmax"]
     alpha = [1, 2, 5]      # N / D, > 0
     lam = [0.1]            # ridge penalty >= 0, or "auto"
-    sqrtND = 1000          # or D = 100 (integer >= 1); one sizing per sweep
+    sqrtND = 1000          # or D = 100 (integer >= 1), not both in one block
     options = { erm = { init = "informed" } }   # block options override the top-level ones
 
 A field a block leaves unset (``alpha`` for population methods, say) is *not applicable* to its
@@ -300,6 +300,9 @@ def parse_config(raw: Mapping[str, Any], *, name: str = "sweep") -> SweepConfig:
         merged = {**DEFAULT_FIELDS, **defaults, **raw_block}
         if "methods" not in merged:
             raise ConfigError(f"{where}.methods is missing; allowed: a list of method names")
+        for a, b in (("D", "sqrtND"), ("sqrtND", "D")):  # a block's sizing replaces the default
+            if a in raw_block and b not in raw_block:
+                merged.pop(b, None)
         if "D" in merged and "sqrtND" in merged:
             raise ConfigError(f"{where} sets both D and sqrtND; allowed: one of them")
         block: dict[str, Any] = {"methods": _methods(f"{where}.methods", merged["methods"])}
@@ -318,10 +321,6 @@ def parse_config(raw: Mapping[str, Any], *, name: str = "sweep") -> SweepConfig:
         for cell in _expand(block, options, block_opts):
             cells.setdefault(cell_key(cell), cell)
 
-    sizing = {("D" if c.D is not None else "sqrtND") for c in cells.values()
-              if c.D is not None or c.sqrtND is not None}
-    if len(sizing) > 1:
-        raise ConfigError("the grid mixes D and sqrtND; allowed: one sizing per sweep")
     for m in dict.fromkeys(c.method for c in cells.values()):
         resolve_method(m)
     for cell in cells.values():

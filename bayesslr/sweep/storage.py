@@ -146,29 +146,43 @@ def write_text_atomic(text: str, path: Path) -> None:
 
 
 def record_to_dataset(rec: CellRecord) -> xr.Dataset:
-    data_vars = {k: ((), np.float64(v) if isinstance(v, float) else np.str_(v))
-                 for k, v in rec.outputs.items()}
-    data_vars["runtime_s"] = ((), np.float64(rec.runtime_s))
-    return xr.Dataset(data_vars, attrs={"cell": rec.cell.to_json(), "key": rec.key,
-                                        "status": rec.status, "error": rec.error})
+    """A cell as a small dataset: numeric outputs in one vector along ``output``, text outputs
+    along ``text_output`` (few variables: h5netcdf's cost is per variable)."""
+    num = {k: v for k, v in rec.outputs.items() if isinstance(v, float)}
+    txt = {k: v for k, v in rec.outputs.items() if isinstance(v, str)}
+    ds = xr.Dataset(
+        {"value": ("output", np.array(list(num.values()), dtype=np.float64)),
+         "text": ("text_output", np.array(list(txt.values()), dtype=str))},
+        coords={"output": np.array(list(num), dtype=str),
+                "text_output": np.array(list(txt), dtype=str)},
+        attrs={"cell": rec.cell.to_json(), "key": rec.key, "status": rec.status,
+               "error": rec.error, "runtime_s": float(rec.runtime_s)})
+    return ds
 
 
-def dataset_to_record(ds: xr.Dataset) -> CellRecord:
-    cell = cell_from_json(ds.attrs["cell"])
-    if cell_key(cell) != ds.attrs["key"]:
+def _text(values: np.ndarray) -> list[str]:
+    return [v.decode() if isinstance(v, bytes) else str(v) for v in np.asarray(values).tolist()]
+
+
+def read_cell_file(path: Path) -> CellRecord:
+    """Read a file written by :func:`record_to_dataset` (h5netcdf directly: about 4x faster than
+    :func:`xarray.open_dataset` for these tiny files, which matters when resuming big sweeps)."""
+    import h5netcdf
+
+    with h5netcdf.File(path, "r") as f:
+        attrs = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in f.attrs.items()}
+        v = f.variables
+        num = dict(zip(_text(v["output"][...]), np.asarray(v["value"][...], dtype=float).tolist(),
+                       strict=True))
+        txt = dict(zip(_text(v["text_output"][...]), _text(v["text"][...]), strict=True))
+    cell = cell_from_json(str(attrs["cell"]))
+    if cell_key(cell) != attrs["key"]:
         raise ValueError("stored cell does not match its key")
-    outputs: dict[str, float | str] = {}
-    for k, v in ds.data_vars.items():
-        if k == "runtime_s":
-            continue
-        val = v.values.item()
-        outputs[str(k)] = val.decode() if isinstance(val, bytes) else (
-            val if isinstance(val, str) else float(val))
-    status = str(ds.attrs["status"])
+    status = str(attrs["status"])
     if status not in {"ok", "failed"}:
         raise ValueError(f"bad status {status!r}")
-    return CellRecord(cell, status, outputs, str(ds.attrs.get("error", "")),
-                      float(ds["runtime_s"].values))
+    return CellRecord(cell, status, {**num, **txt}, str(attrs.get("error", "")),
+                      float(attrs["runtime_s"]))
 
 
 # --------------------------------------------------------------------------------------------
@@ -268,8 +282,7 @@ class ResultStore:
         if not path.exists():
             return None
         try:
-            with xr.open_dataset(path, engine=ENGINE) as ds:
-                rec = dataset_to_record(ds.load())
+            rec = read_cell_file(path)
         except Exception:  # unreadable, truncated or foreign: recompute
             return None
         return rec if cell_key(rec.cell) == cell_key(cell) else None
