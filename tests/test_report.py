@@ -90,3 +90,23 @@ def test_report_verb(capsys, tmp_path):
     with pytest.raises(SystemExit) as e:
         main(["report", str(tmp_path / "nothing")])
     assert e.value.code == 2
+
+
+@pytest.mark.slow
+def test_notebooks_execute_on_a_tiny_dataset(tmp_path, monkeypatch):
+    """Every jupytext notebook under reports/ runs top to bottom on a small dataset."""
+    from pathlib import Path
+
+    import jupytext
+    from nbclient import NotebookClient
+
+    synthetic().to_netcdf(tmp_path / "dataset.nc", engine="h5netcdf")
+    monkeypatch.setenv("BAYESSLR_RESULTS", str(tmp_path))
+    notebooks = sorted((Path(__file__).resolve().parent.parent / "reports").glob("*.py"))
+    assert notebooks
+    for path in notebooks:
+        nb = jupytext.read(path)
+        NotebookClient(nb, timeout=300, kernel_name="python3",
+                       resources={"metadata": {"path": str(tmp_path)}}).execute()
+        text = "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []))
+        assert "holds at" in text
