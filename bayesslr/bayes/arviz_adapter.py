@@ -1,0 +1,97 @@
+"""The only module that touches ArviZ (its API is moving; spec section 6, STYLE "adapters").
+
+* :func:`diagnostics`: rank-normalised split R-hat and bulk / tail ESS over every coordinate;
+* :func:`to_inference_data`: draws, sample statistics and data as an ``InferenceData`` (built
+  with ``az.from_dict``, not ``az.from_numpyro``, so the enumerated model works too);
+* :func:`write_netcdf`: the ``InferenceData`` to a netCDF file.
+
+ArviZ 0.23 announces its refactor with a ``FutureWarning`` on import; it is silenced here, once,
+so that the test suite can keep warnings as errors.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def _az():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        import arviz as az
+    return az
+
+
+def diagnostics(draws: dict[str, np.ndarray]) -> dict[str, float]:
+    """R-hat max and ESS (bulk, tail) min over all coordinates of all variables.
+
+    Parameters
+    ----------
+    draws : dict
+        ``name -> array (chains, draws, ...)``.
+
+    Returns
+    -------
+    dict
+        ``r_hat_max``, ``ess_bulk_min``, ``ess_tail_min`` (NaN when undefined, e.g. a constant
+        chain).
+    """
+    az = _az()
+    ds = az.convert_to_dataset({k: np.asarray(v) for k, v in draws.items()})
+    with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
+        warnings.simplefilter("ignore", RuntimeWarning)
+        rhat = az.rhat(ds, method="rank")
+        bulk = az.ess(ds, method="bulk")
+        tail = az.ess(ds, method="tail")
+
+    def red(d, fn) -> float:
+        vals = np.concatenate([np.ravel(d[n].values) for n in d.data_vars])
+        vals = vals[np.isfinite(vals)]
+        return float(fn(vals)) if vals.size else float("nan")
+
+    return {"r_hat_max": red(rhat, np.max), "ess_bulk_min": red(bulk, np.min),
+            "ess_tail_min": red(tail, np.min)}
+
+
+def to_inference_data(result: Any, *, attrs: dict[str, Any] | None = None,
+                      observed: dict[str, np.ndarray] | None = None) -> Any:
+    """An ``arviz.InferenceData`` of a :class:`bayesslr.bayes.sampler.SampleResult`.
+
+    Groups: ``posterior`` (``k``, ``v`` with dimension ``D``), ``sample_stats`` (``lp``,
+    ``diverging``, ``n_steps``, ``step_size``) and, when given, ``observed_data``. ``attrs`` (task,
+    options, seeds) go to every group as flat JSON-able attributes.
+    """
+    az = _az()
+    chains, draws = result.log_density.shape
+    stats = {
+        "lp": result.log_density,
+        "diverging": result.diverging,
+        "n_steps": result.num_steps,
+        "step_size": np.repeat(np.asarray(result.step_size)[:, None], draws, axis=1),
+    }
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        idata = az.from_dict(
+            posterior={"k": result.k, "v": result.v},
+            sample_stats=stats,
+            observed_data=observed,
+            dims={"k": ["D"], "v": ["D"]},
+            attrs=dict(attrs or {}),
+        )
+    return idata
+
+
+def write_netcdf(idata: Any, path: str | Path) -> Path:
+    """Write ``idata`` to ``path`` (netCDF4 via h5netcdf when available); return the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    idata.to_netcdf(str(path))
+    return path
+
+
+def read_netcdf(path: str | Path) -> Any:
+    """Read an ``InferenceData`` written by :func:`write_netcdf`."""
+    return _az().from_netcdf(str(path))

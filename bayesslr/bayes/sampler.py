@@ -1,0 +1,380 @@
+"""NUTS driver for the SLR posterior (spec section 6): starts, chain methods, diagnostics.
+
+* **Starts** (``init``): ``teacher`` (the planted ``(k*, v*)``, an exact posterior draw in this
+  setting, so chains are at equilibrium from step 0), ``random`` (independent prior draws, one
+  per chain) and ``anneal`` (:func:`sample_anneal`: a ladder of nested data sets of growing
+  ``alpha``, each rung started from the previous rung's last draws, the first from ``random``).
+  Teacher-started chains cannot reveal trapping through R-hat; run ``random`` or ``anneal`` too
+  and compare (:func:`compare_runs`).
+* **Chain methods**: ``vectorized`` (default: the fastest measured on 2 CPU cores), ``parallel``
+  (one XLA host device per chain; falls back to ``vectorized`` when there are too few devices or
+  when the run raises) and ``sequential``. The method actually used is recorded.
+* **Compilation**: warm-up and sampling of all chains are one jitted function built from
+  NumPyro's functional NUTS (``numpyro.infer.hmc.hmc``) and the model's log density, kept per
+  static configuration; data, weights, ``nu`` and ``Delta`` are traced arguments (NumPyro's
+  ``jit_model_args``), so seeds and data of one shape never recompile, and JAX's persistent
+  compilation cache keeps the executable across processes (:mod:`bayesslr.jaxconfig`).
+  (``MCMC.run`` retraces its loop on every call: about 5 s per posterior, measured.)
+* **Precision**: ``x64`` runs the sampler in float64; the data are generated before (in the
+  caller's precision) and only cast, so both precisions see the same data.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from numpyro.infer.hmc import hmc
+from numpyro.infer.util import log_density
+
+from bayesslr.bayes import arviz_adapter
+from bayesslr.bayes.model import MODELS, ModelSpec, log_lik_samples
+from bayesslr.jaxconfig import Array, PRNGKey
+from bayesslr.task import ConfigError, Data, Teacher, check_int, check_real
+
+INITS: tuple[str, ...] = ("teacher", "random", "anneal")
+CHAIN_METHODS: tuple[str, ...] = ("vectorized", "parallel", "sequential")
+
+
+@dataclass(frozen=True)
+class SamplerOptions:
+    """NUTS settings.
+
+    Attributes
+    ----------
+    chains : int
+        Number of chains (>= 1).
+    warmup : int
+        Warm-up (adaptation) iterations per chain (>= 1).
+    draws : int
+        Kept draws per chain (>= 2).
+    chain_method : {"vectorized", "parallel", "sequential"}
+        How chains share the host (``parallel`` falls back to ``vectorized``).
+    x64 : bool
+        Sample in float64.
+    target_accept : float
+        NUTS target acceptance probability, in (0, 1).
+    max_tree_depth : int
+        NUTS maximal tree depth (>= 1).
+    model : {"marginal", "enumerated"}
+        Location summed analytically, or enumerated by funsor (optional dependency).
+    """
+
+    chains: int = 2
+    warmup: int = 500
+    draws: int = 500
+    chain_method: str = "vectorized"
+    x64: bool = False
+    target_accept: float = 0.8
+    max_tree_depth: int = 10
+    model: str = "marginal"
+
+    def validated(self) -> SamplerOptions:
+        """Return a copy with checked, normalised values (raise :class:`ConfigError`)."""
+        if self.chain_method not in CHAIN_METHODS:
+            raise ConfigError(f"chain_method={self.chain_method!r} is unknown; allowed: one of "
+                              + ", ".join(CHAIN_METHODS))
+        if self.model not in MODELS:
+            raise ConfigError(f"model={self.model!r} is unknown; allowed: one of "
+                              + ", ".join(MODELS))
+        ta = check_real("target_accept", self.target_accept, low=0.0, high=1.0, low_open=True)
+        if ta >= 1.0:
+            raise ConfigError(f"target_accept={ta} is out of range; allowed: real in (0, 1)")
+        return replace(
+            self,
+            chains=check_int("chains", self.chains, low=1, high=64),
+            warmup=check_int("warmup", self.warmup, low=1),
+            draws=check_int("draws", self.draws, low=2),
+            x64=bool(self.x64),
+            target_accept=ta,
+            max_tree_depth=check_int("max_tree_depth", self.max_tree_depth, low=1, high=15),
+        )
+
+
+class SampleResult(NamedTuple):
+    """Draws, sample statistics and diagnostics of one NUTS run.
+
+    Attributes
+    ----------
+    k, v : numpy.ndarray, shape (chains, draws, D)
+        Posterior draws.
+    log_density : numpy.ndarray, shape (chains, draws)
+        Unnormalised log posterior (minus NUTS's potential energy).
+    diverging : numpy.ndarray of bool, shape (chains, draws)
+        Divergent transitions.
+    num_steps : numpy.ndarray of int, shape (chains, draws)
+        Leapfrog steps (gradient evaluations) per draw.
+    step_size : numpy.ndarray, shape (chains,)
+        Adapted step sizes.
+    init : str
+        Start strategy used.
+    chain_method : str
+        Chain method actually used (after any fallback).
+    grad_evals : int
+        Gradient evaluations of the whole run, warm-up included.
+    grad_evals_warmup : int
+        Gradient evaluations of the warm-up.
+    r_hat_max, ess_bulk_min, ess_tail_min : float
+        Rank-normalised split R-hat (max) and bulk / tail ESS (min) over all coordinates of
+        ``k`` and ``v`` (ArviZ).
+    divergences : int
+        Post-warm-up divergent transitions.
+    runtime_s : float
+        Wall time of the run, compilation included.
+    options : SamplerOptions
+        Settings used.
+    """
+
+    k: np.ndarray
+    v: np.ndarray
+    log_density: np.ndarray
+    diverging: np.ndarray
+    num_steps: np.ndarray
+    step_size: np.ndarray
+    init: str
+    chain_method: str
+    grad_evals: int
+    grad_evals_warmup: int
+    r_hat_max: float
+    ess_bulk_min: float
+    ess_tail_min: float
+    divergences: int
+    runtime_s: float
+    options: SamplerOptions
+
+    @property
+    def ess_per_grad(self) -> float:
+        """``ess_bulk_min / grad_evals`` (whole run, warm-up included)."""
+        return self.ess_bulk_min / max(self.grad_evals, 1)
+
+    def flat(self) -> tuple[np.ndarray, np.ndarray]:
+        """Draws of all chains pooled, ``(chains * draws, D)`` each."""
+        D = self.k.shape[-1]
+        return self.k.reshape(-1, D), self.v.reshape(-1, D)
+
+    def last(self) -> dict[str, np.ndarray]:
+        """Last draw of every chain, ``{"k": (chains, D), "v": (chains, D)}`` (for restarts)."""
+        return {"k": self.k[:, -1], "v": self.v[:, -1]}
+
+    def summary(self) -> dict[str, Any]:
+        """Scalar diagnostics, JSON-ready."""
+        return {
+            "init": self.init, "chain_method": self.chain_method,
+            "r_hat_max": self.r_hat_max, "ess_bulk_min": self.ess_bulk_min,
+            "ess_tail_min": self.ess_tail_min, "divergences": self.divergences,
+            "grad_evals": self.grad_evals, "grad_evals_warmup": self.grad_evals_warmup,
+            "ess_per_grad": self.ess_per_grad, "runtime_s": self.runtime_s,
+            "step_size_mean": float(np.mean(self.step_size)),
+            "log_density_mean": float(np.mean(self.log_density)),
+        }
+
+
+def potential_fn_gen(model: str, variant: str) -> Callable[..., Callable[[dict], Array]]:
+    """``(X, y, mask, weights, nu, delta) -> (params -> potential energy)`` of a NumPyro model.
+
+    The potential is minus the model's joint log density (``numpyro.infer.util.log_density``,
+    or funsor's enumerating version for the ``enumerated`` model); ``k`` and ``v`` are
+    unconstrained, so no Jacobian enters.
+    """
+    fn = functools.partial(MODELS[model], variant=variant)
+    if model == "enumerated":
+        from numpyro.contrib.funsor import enum
+        from numpyro.contrib.funsor import log_density as enum_log_density
+
+        enumerated = enum(fn, first_available_dim=-2)
+
+        def gen(*args):
+            return lambda params: -enum_log_density(enumerated, args, {}, params)[0]
+    else:
+        def gen(*args):
+            return lambda params: -log_density(fn, args, {}, params)[0]
+    return gen
+
+
+@functools.lru_cache(maxsize=32)
+def _compiled(model: str, variant: str, chains: int, warmup: int, draws: int, method: str,
+              target_accept: float, max_tree_depth: int) -> Callable[..., Any]:
+    """One compiled NUTS run (warm-up and sampling, all chains) per static configuration.
+
+    The data, weights, ``nu``, ``Delta``, keys and starts are arguments, so a new seed, new data
+    of the same shape or a new ``nu`` reuses the compiled function (``jit_model_args`` in
+    NumPyro's terms); JAX's persistent cache keeps it across processes.
+    """
+    init_kernel, sample_kernel = hmc(potential_fn_gen=potential_fn_gen(model, variant),
+                                     algo="NUTS")
+
+    def one_chain(key, z0, args):
+        state = init_kernel(z0, warmup, target_accept_prob=target_accept,
+                            max_tree_depth=max_tree_depth, model_args=args, rng_key=key)
+
+        # one scan over warm-up and sampling: NUTS is traced once (tracing dominates compile)
+        def step(st, _):
+            st = sample_kernel(st, model_args=args)
+            return st, (st.z, -st.potential_energy, st.diverging, st.num_steps)
+
+        state, (z, logp, div, steps) = lax.scan(step, state, None, length=warmup + draws)
+        steps_w = jnp.sum(steps[:warmup])
+        z = {n: a[warmup:] for n, a in z.items()}
+        logp, div, steps = logp[warmup:], div[warmup:], steps[warmup:]
+        return z["k"], z["v"], logp, div, steps, steps_w, state.adapt_state.step_size
+
+    if method == "parallel":
+        return jax.pmap(one_chain, in_axes=(0, 0, None))
+    if method == "sequential":
+        return jax.jit(lambda keys, z0, args: lax.map(lambda kz: one_chain(kz[0], kz[1], args),
+                                                      (keys, z0)))
+    return jax.jit(jax.vmap(one_chain, in_axes=(0, 0, None)))
+
+
+def resolve_chain_method(requested: str, chains: int) -> str:
+    """The chain method that will run: ``parallel`` needs one host device per chain."""
+    if chains == 1:
+        return "vectorized"
+    if requested == "parallel" and jax.local_device_count() < chains:
+        return "vectorized"
+    return requested
+
+
+def init_params(key: PRNGKey, init: str, chains: int, D: int,
+                teacher: Teacher | None = None) -> dict[str, Array]:
+    """Starting points ``{"k": (chains, D), "v": (chains, D)}`` for ``teacher`` or ``random``.
+
+    ``random`` draws each chain's start from the prior ``N(0, I_D)``.
+    """
+    if init == "teacher":
+        if teacher is None:
+            raise ConfigError("init='teacher' needs the teacher; allowed without it: random")
+        return {"k": jnp.tile(teacher.k[None], (chains, 1)),
+                "v": jnp.tile(teacher.v[None], (chains, 1))}
+    if init == "random":
+        kk, kv = jax.random.split(key)
+        return {"k": jax.random.normal(kk, (chains, D)), "v": jax.random.normal(kv, (chains, D))}
+    raise ConfigError(f"init={init!r} is not a single-run start; allowed: teacher, random "
+                      "(anneal runs through sample_anneal)")
+
+
+def sample_posterior(key: PRNGKey, spec: ModelSpec, data: Data, options: SamplerOptions, *,
+                     start: dict[str, Array], init: str = "custom",
+                     weights: Array | None = None) -> SampleResult:
+    """Run NUTS on the SLR posterior (spec section 6) from ``start``.
+
+    Parameters
+    ----------
+    key : PRNGKey
+        Sampler randomness.
+    spec : ModelSpec
+        Likelihood (variant, ``nu``, ``Delta``).
+    data : Data
+        Training data.
+    options : SamplerOptions
+        NUTS settings (validated here).
+    start : dict
+        ``{"k": (chains, D), "v": (chains, D)}`` initial values (see :func:`init_params`).
+    init : str
+        Label of the start strategy, recorded in the result.
+    weights : Array, shape (n,), optional
+        Per-sample log-likelihood weights (default all ones).
+
+    Returns
+    -------
+    SampleResult
+    """
+    opts = options.validated()
+    method = resolve_chain_method(opts.chain_method, opts.chains)
+    t0 = time.perf_counter()
+    try:
+        out = _run(key, spec, data, opts, method, start, weights)
+    except Exception:  # noqa: BLE001  (parallel chains can fail in XLA; never the only path)
+        if method != "parallel":
+            raise
+        method = "vectorized"
+        out = _run(key, spec, data, opts, method, start, weights)
+    runtime = time.perf_counter() - t0
+    k, v, logp, div, steps, steps_w, step_size = out
+    diag = arviz_adapter.diagnostics({"k": k, "v": v})
+    return SampleResult(
+        k=k, v=v, log_density=logp, diverging=div, num_steps=steps, step_size=step_size,
+        init=init, chain_method=method,
+        grad_evals=int(steps.sum() + steps_w), grad_evals_warmup=int(steps_w),
+        r_hat_max=diag["r_hat_max"], ess_bulk_min=diag["ess_bulk_min"],
+        ess_tail_min=diag["ess_tail_min"], divergences=int(div.sum()), runtime_s=runtime,
+        options=replace(opts, chain_method=method),
+    )
+
+
+def _run(key: PRNGKey, spec: ModelSpec, data: Data, opts: SamplerOptions, method: str,
+         start: dict[str, Array], weights: Array | None):
+    with jax.enable_x64(opts.x64):
+        dtype = jnp.float64 if opts.x64 else jnp.float32
+        X = jnp.asarray(data.X, dtype)
+        y = jnp.asarray(data.y, dtype)
+        mask = jnp.asarray(data.mask, bool)
+        w = jnp.ones(y.shape, dtype) if weights is None else jnp.asarray(weights, dtype)
+        args = (X, y, mask, w, jnp.asarray(spec.nu, dtype), jnp.asarray(spec.delta, dtype))
+        fn = _compiled(opts.model, spec.variant, opts.chains, opts.warmup, opts.draws, method,
+                       opts.target_accept, opts.max_tree_depth)
+        keys = jax.random.split(key, opts.chains)
+        z0 = {n: jnp.asarray(start[n], dtype).reshape(opts.chains, -1) for n in ("k", "v")}
+        out = jax.block_until_ready(fn(keys, z0, args))
+        k, v, logp, div, steps, steps_w, step_size = (np.asarray(a) for a in out)
+        return (k.astype(np.float64), v.astype(np.float64), logp.astype(np.float64),
+                div.astype(bool), steps.astype(np.int64), int(steps_w.sum()),
+                step_size.astype(np.float64).reshape(opts.chains))
+
+
+def sample_anneal(key: PRNGKey, spec: ModelSpec, data: Data, options: SamplerOptions,
+                  fractions: tuple[float, ...]) -> tuple[SampleResult, list[dict[str, Any]]]:
+    """Anneal along ``alpha``: nested subsets of ``data``, each rung started from the last.
+
+    Rung ``j`` keeps the first ``round(fractions[j] n)`` samples (weights 0/1, so one compiled
+    sampler serves every rung); the first rung starts from random prior draws, the final rung is
+    the full data set.
+
+    Parameters
+    ----------
+    fractions : tuple of float
+        Increasing fractions in (0, 1) of the data used before the final rung.
+
+    Returns
+    -------
+    (SampleResult, list of dict)
+        The final rung's result (labelled ``anneal``) and each earlier rung's summary.
+    """
+    n = data.y.shape[0]
+    D = data.X.shape[-1]
+    opts = options.validated()
+    keys = jax.random.split(key, len(fractions) + 2)
+    start = init_params(keys[0], "random", opts.chains, D)
+    rungs = []
+    for j, f in enumerate(fractions):
+        m = max(1, int(round(f * n)))
+        w = (jnp.arange(n) < m).astype(jnp.float32)
+        res = sample_posterior(keys[j + 1], spec, data, opts, start=start, init="anneal",
+                               weights=w)
+        rungs.append({"n": m, **res.summary()})
+        start = res.last()
+    res = sample_posterior(keys[-1], spec, data, opts, start=start, init="anneal")
+    total = res.grad_evals + sum(r["grad_evals"] for r in rungs)
+    runtime = res.runtime_s + sum(r["runtime_s"] for r in rungs)
+    return res._replace(grad_evals=total, runtime_s=runtime), rungs
+
+
+def mean_log_lik(spec: ModelSpec, res: SampleResult, data: Data, max_draws: int = 200) -> float:
+    """Posterior mean of the per-sample log-likelihood on ``data`` (thinned to ``max_draws``)."""
+    kf, vf = res.flat()
+    idx = np.linspace(0, kf.shape[0] - 1, min(max_draws, kf.shape[0])).astype(int)
+    ll = jax.vmap(lambda k, v: jnp.mean(log_lik_samples(spec, k, v, data.X, data.y, data.mask)))(
+        jnp.asarray(kf[idx], jnp.float32), jnp.asarray(vf[idx], jnp.float32))
+    return float(jnp.mean(ll))
+
+
+def options_dict(opts: SamplerOptions) -> dict[str, Any]:
+    """Settings as a JSON-ready dict (for provenance attrs)."""
+    return asdict(opts)
