@@ -16,6 +16,7 @@ from bayesslr.task import ConfigError
 # verb modules, each with ``register(app)``
 COMMAND_MODULES: tuple[str, ...] = (
     "bayesslr.commands.population",
+    "bayesslr.commands.erm",
     "bayesslr.commands.sample",
     "bayesslr.commands.run",
 )

@@ -157,6 +157,7 @@ _REGISTRY: dict[str, MethodSpec] = {}
 # at import time)
 FAMILY_MODULES: dict[str, str] = {
     "population": "bayesslr.population",
+    "erm": "bayesslr.erm.method",
     "bayes_sampling": "bayesslr.bayes.method",
 }
 

@@ -1,0 +1,427 @@
+"""ERM protocols of spec section 4: starts, restarts, batched ``lam`` grids, validation, seeds.
+
+One call of :func:`erm_fit` fits ``seeds`` independent tasks (teacher and data drawn from
+``jax.random.key(seed)`` exactly as :func:`bayesslr.task.sample_task` draws them, so every method
+fitted with the same seed sees the same teacher, training data and test data) and reports, per
+seed, the test errors on fresh data, the training loss, the seven overlaps, the iterations and the
+convergence flag.
+
+Batching. Inside one jitted computation the fits are ``vmap``-ped over seeds (each with its own
+data) and, for each seed, over ``restarts x lam grid`` members that share the same data, so the
+data matrix is read once per function evaluation for all of them. Seeds are processed in chunks
+when their data would not fit in ``max_batch_bytes``.
+
+Starts (the algorithm's randomness comes from ``fold_in(key(seed), 1)``, apart from the data):
+
+* ``informed`` (the paper's protocol): ``k = c k* + s xi``, ``v = v* + s zeta`` with
+  ``c = c_nu`` (``sqrt(nu)`` spiked, ``nu`` max; :data:`INFORMED_C_INF` when ``nu = inf``),
+  ``s = init_noise`` and ``xi, zeta ~ N(0, I_D)`` fresh for each restart;
+* ``random``: ``k, v ~ N(0, init_scale^2 I_D)`` independent of the teacher.
+
+The activation's own scalars start at their registry defaults. Among the restarts the one with
+the lowest final objective is kept (per seed and per ``lam``).
+
+``lam = "auto"``: the last ``val_frac`` of the training samples is held out; every ``lam`` of the
+grid is fitted on the rest; the ``lam`` with the smallest validation risk ``mean (y - f)^2``
+(noisy labels, averaged over seeds) is chosen for this ``alpha``; the model is then refitted on
+the whole training set with that ``lam``. The test set never enters the selection: the selection
+code receives only the training data.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bayesslr.activations import Activation, get_activation
+from bayesslr.erm.lbfgs import DEFAULT_GTOL, DEFAULT_MAX_ITER, DEFAULT_MEMORY, lbfgs_solve
+from bayesslr.erm.objective import OVERLAP_NAMES, Params, overlaps, predict, test_errors
+from bayesslr.jaxconfig import Array, PRNGKey
+from bayesslr.task import (
+    ConfigError,
+    Data,
+    TaskConfig,
+    Teacher,
+    check_int,
+    check_real,
+    sample_data,
+    sample_teacher,
+)
+
+INITS: tuple[str, ...] = ("informed", "random")
+INFORMED_C_INF = 5.0  # norm factor of the informed start for max-SLR with nu = inf
+DEFAULT_LAM_GRID: tuple[float, ...] = (1e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0, 3.0)
+
+
+@dataclass(frozen=True)
+class ERMOptions:
+    """Options of the L-BFGS ERM protocol (validated by :meth:`check`).
+
+    Attributes
+    ----------
+    init : {"informed", "random"}
+        Start (see the module docstring).
+    restarts : int
+        Starts per seed and ``lam``; the lowest final objective is kept.
+    init_noise : float
+        Perturbation size ``s`` of the informed start.
+    init_scale : float
+        Standard deviation of the random start's components.
+    n_test : int
+        Fresh test samples per seed.
+    max_iter : int
+        L-BFGS iteration cap.
+    gtol : float
+        Tolerance on ``|grad S| / sqrt(D)``.
+    memory : int
+        L-BFGS history size.
+    lam_grid : tuple of float
+        Grid searched by ``lam = "auto"``.
+    val_frac : float
+        Fraction of the training samples held out for the validation of ``lam``.
+    max_batch_bytes : float
+        Memory allowed for the training data of the seeds fitted together.
+    """
+
+    init: str = "informed"
+    restarts: int = 1
+    init_noise: float = 0.1
+    init_scale: float = 1.0
+    n_test: int = 10_000
+    max_iter: int = DEFAULT_MAX_ITER
+    gtol: float = DEFAULT_GTOL
+    memory: int = DEFAULT_MEMORY
+    lam_grid: tuple[float, ...] = DEFAULT_LAM_GRID
+    val_frac: float = 0.2
+    max_batch_bytes: float = 2e9
+
+    def check(self) -> ERMOptions:
+        """Return a validated copy (numbers coerced), raising :class:`ConfigError` otherwise."""
+        if self.init not in INITS:
+            raise ConfigError(f"init={self.init!r} is unknown; allowed: one of {', '.join(INITS)}")
+        grid = self.lam_grid
+        if isinstance(grid, str):
+            grid = [g for g in grid.split(",") if g.strip()]
+        grid = tuple(sorted(check_real("lam_grid", g, low=0.0) for g in grid))
+        if not grid:
+            raise ConfigError("lam_grid=() is empty; allowed: one or more reals >= 0")
+        return ERMOptions(
+            init=self.init,
+            restarts=check_int("restarts", self.restarts, low=1),
+            init_noise=check_real("init_noise", self.init_noise, low=0.0),
+            init_scale=check_real("init_scale", self.init_scale, low=0.0, low_open=True),
+            n_test=check_int("n_test", self.n_test, low=2),
+            max_iter=check_int("max_iter", self.max_iter, low=1),
+            gtol=check_real("gtol", self.gtol, low=0.0, low_open=True),
+            memory=check_int("memory", self.memory, low=1),
+            lam_grid=grid,
+            val_frac=check_real("val_frac", self.val_frac, low=0.0, high=0.9, low_open=True),
+            max_batch_bytes=check_real("max_batch_bytes", self.max_batch_bytes, low=1.0),
+        )
+
+    @classmethod
+    def from_mapping(cls, options: dict[str, Any]) -> ERMOptions:
+        """Build from a cell's ``options`` (unknown keys are left to the caller)."""
+        names = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in options.items() if k in names}).check()
+
+
+@dataclass(frozen=True)
+class ERMResult:
+    """Per-seed outcome of :func:`erm_fit` (numpy arrays of length ``seeds`` unless noted).
+
+    Attributes
+    ----------
+    seeds : ndarray of int
+        The seeds fitted.
+    lam : float
+        The ``lam`` used (the chosen one under ``lam = "auto"``).
+    test_error, test_se, risk, oracle_error, gap_se : ndarray
+        See :class:`bayesslr.erm.objective.TestErrors`.
+    train_loss : ndarray
+        ``1/(2N) sum (y - f)^2`` on the training set at the solution.
+    objective : ndarray
+        Final per-sample objective ``S / N``.
+    overlaps : dict of str to ndarray
+        The seven overlaps ``m_k, q_k, m_v, q_v, m_kv, m_vk, q_kv``.
+    theta : dict of str to ndarray
+        The activation's own trained scalars (erf: ``c``).
+    iterations, converged, grad_norm : ndarray
+        L-BFGS iterations, convergence flag and final ``|grad S| / sqrt(D)`` of the kept restart.
+    start : str
+        ``informed`` or ``random``.
+    lam_grid, val_risk, val_se : ndarray or None
+        Under ``lam = "auto"``: the grid, the validation risk (mean over seeds) and its standard
+        error over seeds, per grid point.
+    runtime_s : float
+        Wall time of the call, compilation included.
+    options : ERMOptions
+        Options used.
+    """
+
+    seeds: np.ndarray
+    lam: float
+    test_error: np.ndarray
+    test_se: np.ndarray
+    risk: np.ndarray
+    oracle_error: np.ndarray
+    gap_se: np.ndarray
+    train_loss: np.ndarray
+    objective: np.ndarray
+    overlaps: dict[str, np.ndarray]
+    theta: dict[str, np.ndarray]
+    iterations: np.ndarray
+    converged: np.ndarray
+    grad_norm: np.ndarray
+    start: str
+    lam_grid: np.ndarray | None = None
+    val_risk: np.ndarray | None = None
+    val_se: np.ndarray | None = None
+    runtime_s: float = 0.0
+    options: ERMOptions = field(default_factory=ERMOptions)
+
+    def summary(self) -> dict[str, Any]:
+        """Scalars over seeds: means, and ``stderr`` of ``test_error``.
+
+        ``stderr`` is the standard error over seeds (teacher, data and test set all vary); with a
+        single seed it is the test-set Monte Carlo error of that seed, which ignores the
+        teacher-to-teacher spread.
+        """
+        s = len(self.seeds)
+        te = self.test_error
+        stderr = float(np.std(te, ddof=1) / math.sqrt(s)) if s > 1 else float(self.test_se[0])
+        gap = te - self.oracle_error
+        gap_se = float(np.std(gap, ddof=1) / math.sqrt(s)) if s > 1 else float(self.gap_se[0])
+        out: dict[str, Any] = {
+            "test_error": float(np.mean(te)), "stderr": stderr,
+            "risk": float(np.mean(self.risk)), "oracle_error": float(np.mean(self.oracle_error)),
+            "excess_over_oracle": float(np.mean(gap)), "excess_over_oracle_se": gap_se,
+            "train_loss": float(np.mean(self.train_loss)),
+            "objective": float(np.mean(self.objective)),
+        }
+        out.update({k: float(np.mean(v)) for k, v in self.overlaps.items()})
+        out.update({f"theta_{k}": float(np.mean(v)) for k, v in self.theta.items()})
+        out.update({
+            "lam": self.lam, "converged": bool(np.all(self.converged)),
+            "converged_fraction": float(np.mean(self.converged)),
+            "iterations": int(np.max(self.iterations)),
+            "grad_norm": float(np.max(self.grad_norm)), "init": self.start,
+            "restarts": self.options.restarts, "seeds": s, "n_test": self.options.n_test,
+            "runtime_s": self.runtime_s,
+        })
+        if self.lam_grid is not None:
+            out["lam_grid"] = [float(x) for x in self.lam_grid]
+            out["val_risk"] = [float(x) for x in self.val_risk]
+        return out
+
+
+# --------------------------------------------------------------------------------------------
+# starts
+# --------------------------------------------------------------------------------------------
+def informed_scale(task: TaskConfig) -> float:
+    """``c`` of the informed start: ``c_nu``, or :data:`INFORMED_C_INF` when ``nu = inf``."""
+    return INFORMED_C_INF if math.isinf(task.c_nu) else float(task.c_nu)
+
+
+def make_start(key: PRNGKey, task: TaskConfig, act: Activation, teacher: Teacher,
+               opts: ERMOptions) -> Params:
+    """One start (see the module docstring); ``key`` is the restart's key."""
+    kk, kv = jax.random.split(key)
+    xi = jax.random.normal(kk, (task.D,))
+    zeta = jax.random.normal(kv, (task.D,))
+    if opts.init == "informed":
+        k = informed_scale(task) * teacher.k + opts.init_noise * xi
+        v = teacher.v + opts.init_noise * zeta
+    else:
+        k, v = opts.init_scale * xi, opts.init_scale * zeta
+    return {"k": k, "v": v, "theta": act.init_theta()}
+
+
+def _split_data(data: Data, n_fit: int) -> tuple[Data, Data]:
+    head = Data(*(a[:n_fit] for a in data))
+    tail = Data(*(a[n_fit:] for a in data))
+    return head, tail
+
+
+def _seed_keys(seeds: np.ndarray) -> Array:
+    return jax.vmap(jax.random.key)(jnp.asarray(seeds, dtype=jnp.uint32))
+
+
+# --------------------------------------------------------------------------------------------
+# the jitted core: fit restarts x lam grid for a chunk of seeds
+# --------------------------------------------------------------------------------------------
+def _fit_one_seed(key: PRNGKey, lam_k: Array, lam_v: Array, *, task: TaskConfig,
+                  act: Activation, n_train: int, n_fit: int, opts: ERMOptions):
+    """Fit all ``restarts x len(lam_k)`` members for one seed, keep the best restart per lam."""
+    kt, ktr, _ = jax.random.split(key, 3)
+    teacher = sample_teacher(kt, task)
+    data = sample_data(ktr, task, teacher, n_train)
+    fit_data, val_data = _split_data(data, n_fit)
+    kinit = jax.random.fold_in(key, 1)
+    starts = jax.vmap(lambda r: make_start(jax.random.fold_in(kinit, r), task, act, teacher,
+                                           opts))(jnp.arange(opts.restarts))
+    G, R = lam_k.shape[0], opts.restarts
+    # members: (G, R) flattened; the data is shared (closed over), the starts and lams batched
+    p0 = jax.tree_util.tree_map(lambda a: jnp.tile(a, (G,) + (1,) * (a.ndim - 1)), starts)
+    lk, lv = jnp.repeat(lam_k, R), jnp.repeat(lam_v, R)
+    solve = partial(lbfgs_solve, act, data=fit_data, max_iter=opts.max_iter, gtol=opts.gtol,
+                    memory=opts.memory)
+    res = jax.vmap(lambda p, a, b: solve(p, lam_k=a, lam_v=b))(p0, lk, lv)
+    res = jax.tree_util.tree_map(lambda a: a.reshape((G, R) + a.shape[1:]), res)
+    obj = jnp.where(jnp.isfinite(res.objective), res.objective, jnp.inf)
+    best = jnp.argmin(obj, axis=1)
+    res = jax.tree_util.tree_map(
+        lambda a: jnp.take_along_axis(a, best.reshape((G, 1) + (1,) * (a.ndim - 2)), axis=1)[:, 0],
+        res)
+    pen = 0.5 * (lam_k * jnp.sum(res.params["k"] ** 2, -1)
+                 + lam_v * jnp.sum(res.params["v"] ** 2, -1)) / n_fit
+    train = res.objective - pen
+    if n_fit < n_train:
+        f = jax.vmap(lambda p: predict(act, p, val_data.X, val_data.mask))(res.params)
+        val = jnp.mean((val_data.y[None, :] - f) ** 2, axis=-1)
+    else:
+        val = jnp.full((G,), jnp.nan)
+    return res, train, val
+
+
+@partial(jax.jit, static_argnames=("task", "act", "n_train", "n_fit", "opts"))
+def _fit_chunk(keys: Array, lam_k: Array, lam_v: Array, *, task: TaskConfig, act: Activation,
+               n_train: int, n_fit: int, opts: ERMOptions):
+    f = partial(_fit_one_seed, task=task, act=act, n_train=n_train, n_fit=n_fit, opts=opts)
+    return jax.vmap(f, in_axes=(0, None, None))(keys, lam_k, lam_v)
+
+
+@partial(jax.jit, static_argnames=("task", "act", "n_test"))
+def _evaluate(keys: Array, params: Params, *, task: TaskConfig, act: Activation, n_test: int):
+    """Test errors and overlaps per seed; seeds one after another (``lax.map``) to bound memory."""
+
+    def one(args):
+        key, p = args
+        kt, _, kte = jax.random.split(key, 3)
+        teacher = sample_teacher(kt, task)
+        test = sample_data(kte, task, teacher, n_test)
+        return test_errors(act, task, p, teacher, test), overlaps(p, teacher)
+
+    return jax.lax.map(one, (keys, params))
+
+
+def fit_seeds(task: TaskConfig, activation: str, n_train: int, seeds: Any, lam_k: Any,
+              lam_v: Any | None = None, *, opts: ERMOptions | None = None,
+              n_fit: int | None = None):
+    """Fit every seed and every ``lam`` (a grid, fitted together), on the first ``n_fit`` samples.
+
+    Returns the raw batched results: a :class:`~bayesslr.erm.lbfgs.SolverResult` with leading
+    axes ``(seed, lam)``, the training loss ``(seed, lam)`` and the validation risk
+    ``(seed, lam)`` on the held-out samples ``n_fit..n_train`` (NaN when none are held out). This
+    is the building block of :func:`erm_fit` and of the ``lam``-grid benchmark.
+    """
+    opts = (opts or ERMOptions()).check()
+    act = get_activation(activation)
+    n_train = check_int("n_train", n_train, low=1)
+    n_fit = n_train if n_fit is None else check_int("n_fit", n_fit, low=1, high=n_train)
+    seeds = np.atleast_1d(np.asarray(seeds, dtype=np.int64))
+    lam_k = jnp.atleast_1d(jnp.asarray(lam_k, dtype=jnp.result_type(float)))
+    lam_v = lam_k if lam_v is None else jnp.atleast_1d(
+        jnp.asarray(lam_v, dtype=jnp.result_type(float)))
+    if lam_k.shape != lam_v.shape:
+        raise ConfigError(f"lam_v has {lam_v.shape[0]} values, lam_k {lam_k.shape[0]}; "
+                          "allowed: the same number")
+    for lam in np.asarray(lam_k).tolist() + np.asarray(lam_v).tolist():
+        check_real("lam", lam, low=0.0)
+    per_seed = 4.0 * 3 * n_train * task.L_max * task.D  # X, its masked copy, slack
+    chunk = int(max(1, min(len(seeds), opts.max_batch_bytes // per_seed)))
+    n_chunks = -(-len(seeds) // chunk)
+    chunk = -(-len(seeds) // n_chunks)
+    padded = np.resize(seeds, n_chunks * chunk)  # repeats the first seeds; dropped below
+    outs = []
+    for c in range(n_chunks):
+        keys = _seed_keys(padded[c * chunk:(c + 1) * chunk])
+        outs.append(_fit_chunk(keys, lam_k, lam_v, task=task, act=act, n_train=n_train,
+                               n_fit=n_fit, opts=opts))
+    out = jax.tree_util.tree_map(lambda *a: np.concatenate(a)[:len(seeds)], *outs)
+    return out
+
+
+def erm_fit(task: TaskConfig, activation: str, n_train: int, lam: float | str, *,
+            seeds: Any = (0,), opts: ERMOptions | None = None) -> ERMResult:
+    """Regularised ERM by L-BFGS (spec section 4) for several seeds; see the module docstring.
+
+    Parameters
+    ----------
+    task : TaskConfig
+        The SLR task (its ``D`` is the fitted dimension).
+    activation : str
+        A key of :data:`bayesslr.activations.ACTIVATIONS`.
+    n_train : int
+        Training samples ``N = alpha D``.
+    lam : float or "auto"
+        Ridge penalty ``lam_k = lam_v`` or ``"auto"`` (validation grid search).
+    seeds : sequence of int
+        Seeds of teacher, data, test data and starts.
+    opts : ERMOptions
+        Protocol options.
+
+    Returns
+    -------
+    ERMResult
+    """
+    t0 = time.perf_counter()
+    opts = (opts or ERMOptions()).check()
+    act = get_activation(activation)
+    seeds = np.atleast_1d(np.asarray(seeds, dtype=np.int64))
+    n_train = check_int("n_train", n_train, low=2 if lam == "auto" else 1)
+    grid = val_risk = val_se = None
+    if isinstance(lam, str):
+        if lam.strip().lower() != "auto":
+            lam = check_real("lam", lam, low=0.0)
+        else:
+            lam, grid, val_risk, val_se = select_lam(task, activation, n_train, seeds, opts)
+    else:
+        lam = check_real("lam", lam, low=0.0)
+    res, train, _ = fit_seeds(task, activation, n_train, seeds, lam, opts=opts)
+    res = jax.tree_util.tree_map(lambda a: a[:, 0], res)
+    errs, ov = _evaluate(_seed_keys(seeds), jax.tree_util.tree_map(jnp.asarray, res.params),
+                         task=task, act=act, n_test=opts.n_test)
+    errs = jax.tree_util.tree_map(np.asarray, errs)
+    theta = np.asarray(res.params["theta"])
+    return ERMResult(
+        seeds=seeds, lam=float(lam), test_error=errs.test_error, test_se=errs.test_se,
+        risk=errs.risk, oracle_error=errs.oracle_error, gap_se=errs.gap_se,
+        train_loss=np.asarray(train[:, 0]), objective=np.asarray(res.objective),
+        overlaps={k: np.asarray(ov[k]) for k in OVERLAP_NAMES},
+        theta={n: theta[:, i] for i, n in enumerate(act.param_names)},
+        iterations=np.asarray(res.iterations), converged=np.asarray(res.converged),
+        grad_norm=np.asarray(res.grad_norm), start=opts.init, lam_grid=grid,
+        val_risk=val_risk, val_se=val_se, runtime_s=time.perf_counter() - t0, options=opts)
+
+
+def select_lam(task: TaskConfig, activation: str, n_train: int, seeds: Any,
+               opts: ERMOptions | None = None) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
+    """Choose ``lam`` on a validation split of the *training* data (spec section 4).
+
+    The last ``round(val_frac * n_train)`` training samples are held out, every grid value is
+    fitted on the others (one batched computation), and the ``lam`` with the smallest validation
+    risk averaged over seeds is returned (ties: the smaller ``lam``). No test data is drawn here.
+
+    Returns
+    -------
+    lam, grid, val_risk, val_se : float, ndarray, ndarray, ndarray
+        Chosen value, grid, mean validation risk per grid point and its standard error over seeds.
+    """
+    opts = (opts or ERMOptions()).check()
+    n_val = min(max(1, int(round(opts.val_frac * n_train))), n_train - 1)
+    grid = np.asarray(opts.lam_grid, dtype=float)
+    _, _, val = fit_seeds(task, activation, n_train, seeds, grid, opts=opts,
+                          n_fit=n_train - n_val)
+    val = np.where(np.isfinite(val), val, np.inf)
+    mean = val.mean(axis=0)
+    se = (val.std(axis=0, ddof=1) / math.sqrt(val.shape[0]) if val.shape[0] > 1
+          else np.full_like(mean, np.nan))
+    return float(grid[int(np.argmin(mean))]), grid, mean, se
