@@ -110,3 +110,14 @@ def test_notebooks_execute_on_a_tiny_dataset(tmp_path, monkeypatch):
                        resources={"metadata": {"path": str(tmp_path)}}).execute()
         text = "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []))
         assert "holds at" in text
+
+
+def test_each_method_shown_at_its_largest_size():
+    from bayesslr.report.figures import curve
+
+    ds = synthetic(["erm:softmax", "bayes_sampling"]).expand_dims(D=[50, 1000]).copy(deep=True)
+    ds["test_error"].loc[{"method": "bayes_sampling", "D": 1000}] = np.nan
+    ds["test_error"].loc[{"method": "erm:softmax", "D": 50}] = np.nan
+    for m in ("erm:softmax", "bayes_sampling"):
+        mean, _ = curve(ds, m)
+        assert "D" not in mean.dims and np.isfinite(mean).all()

@@ -302,13 +302,14 @@ def test_killed_runs_resume_without_recomputing(tmp_path, plugin):
 def test_presets_are_valid(capsys, tmp_path):
     """Every preset validates (methods of families not registered here are reported, not
     silently dropped); the quick preset validates as shipped; --dry-run prints count and cost."""
-    from bayesslr.methods import FAMILY_MODULES, known_methods
-    from bayesslr.sweep.config import load_preset, preset_names, preset_raw
+    from bayesslr.methods import FAMILY_MODULES
+    from bayesslr.sweep.config import available_methods, load_preset, preset_names, preset_raw
 
     assert {"quick", "paper"} <= set(preset_names())
     quick = load_preset("quick")
     assert {c.family for c in quick.cells} <= set(FAMILY_MODULES)
-    known = set(known_methods())
+    names, _missing = available_methods()
+    known = set(names)
     for name in preset_names():
         raw = preset_raw(name)
         for block in raw["grid"]:

@@ -8,7 +8,7 @@ callers degrade gracefully. Figures are built without pyplot (no global state, a
 Reductions, stated once: seeds are averaged (error bars: standard error over seeds, or the
 method's own ``stderr`` when there is one seed); ``lam`` is tuned per ``alpha`` by taking, for
 each method, the value with the lowest seed-averaged test error (the paper's grid search,
-spec section 4); of several sizes (``D`` or ``sqrtND``) the largest is shown.
+spec section 4); of several sizes (``D`` or ``sqrtND``) each method shows its largest.
 """
 
 from __future__ import annotations
@@ -56,11 +56,20 @@ def _fmt(dim: str, v: object) -> str:
     return f"{dim}={v}"
 
 
-def _reduce_sizes(ds: xr.Dataset) -> xr.Dataset:
-    for d in ("D", "sqrtND"):
-        if d in ds.dims:
-            ds = ds.isel({d: -1})
-    return ds
+SIZE_DIMS = ("D", "sqrtND")
+
+
+def largest_size(ds: xr.Dataset, method: str) -> xr.Dataset:
+    """``ds`` at the largest ``D`` (and ``sqrtND``) where ``method`` has a finite test error
+    (methods of one sweep may be sized differently: sampling at small ``D``, ERM at the paper's
+    ``sqrt(N D)``)."""
+    sub = ds.sel({"method": method})
+    for d in SIZE_DIMS:
+        if d in sub.dims:
+            te = sub["test_error"]
+            finite = np.isfinite(te).any([o for o in te.dims if o != d]).values
+            sub = sub.isel({d: int(np.flatnonzero(finite)[-1]) if finite.any() else -1})
+    return sub
 
 
 def seed_stats(da: xr.DataArray, se: xr.DataArray | None = None
@@ -91,7 +100,7 @@ def _tune_lam(mean: xr.DataArray, sem: xr.DataArray) -> tuple[xr.DataArray, xr.D
 def curve(ds: xr.Dataset, method: str, var: str = "test_error"
           ) -> tuple[xr.DataArray, xr.DataArray]:
     """Seed-averaged ``var`` of one method with its error bar, ``lam`` tuned."""
-    sub = ds.sel({"method": method})
+    sub = largest_size(ds, method)
     se = sub["stderr"] if (var == "test_error" and "stderr" in sub) else None
     mean, sem = seed_stats(sub[var], se)
     if var == "test_error":
@@ -149,7 +158,6 @@ def _population_vs(ds: xr.Dataset, dim: str) -> Figure:
         raise NothingToPlot("no population:* method in the dataset")
     if dim not in ds.dims or ds.sizes[dim] < 2:
         raise NothingToPlot(f"the population results have fewer than two values of {dim}")
-    ds = _reduce_sizes(ds)
     panels = []
     for sel in settings(ds, keep=(dim,)):
         sub = ds.sel(sel)
@@ -209,7 +217,6 @@ def error_vs_alpha(ds: xr.Dataset) -> Figure:
     if not any(fams[f] for f in ("theory_erm", "erm", "bayes_sampling", "theory_bayes")):
         raise NothingToPlot("no finite-sample method (erm, theory_erm, bayes_sampling, "
                             "theory_bayes) in the dataset")
-    ds = _reduce_sizes(ds)
     panels = []
     for sel in settings(ds, keep=("alpha",)):
         sub = ds.sel(sel)
@@ -273,12 +280,11 @@ def sampler_diagnostics(ds: xr.Dataset) -> Figure:
         raise NothingToPlot("bayes_sampling results carry no diagnostics")
     if "alpha" not in ds.dims:
         raise NothingToPlot("the dataset has no alpha dimension")
-    ds = _reduce_sizes(ds)
     fig, axes = _grid(len(diags), width=4.2, height=3.2)
     for ax, (var, label, ref) in zip(axes, diags, strict=True):
         for i, sel in enumerate(settings(ds, keep=("alpha",))):
             for m in methods:
-                sub = ds.sel(sel).sel({"method": m})
+                sub = largest_size(ds.sel(sel), m)
                 if not _finite(sub[var]):
                     continue
                 vals = sub[var]

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import importlib
 import importlib.resources
 import itertools
 import json
@@ -177,6 +178,27 @@ def resolve_method(method: str) -> MethodSpec:
     except Exception as exc:  # a family module that cannot be imported
         raise ConfigError(f"method={method!r} cannot be loaded ({type(exc).__name__}: {exc})"
                           ) from None
+
+
+def available_methods() -> tuple[list[str], dict[str, str]]:
+    """Method names of every family that loads here, and ``{family: why}`` for those that do
+    not (a family module missing or broken), without raising."""
+    from bayesslr import methods as registry
+
+    names: list[str] = []
+    missing: dict[str, str] = {}
+    for family, module in sorted(registry.FAMILY_MODULES.items()):
+        try:
+            importlib.import_module(module)
+        except Exception as exc:  # a family module that cannot be imported
+            missing[family] = f"{type(exc).__name__}: {exc}"
+            continue
+        spec = registry._REGISTRY.get(family)  # read-only look at the registry's table
+        if spec is None:
+            missing[family] = f"{module} does not register {family!r}"
+            continue
+        names += [f"{family}:{a}" for a in spec.activations] if spec.activations else [family]
+    return names, missing
 
 
 # --------------------------------------------------------------------------------------------
