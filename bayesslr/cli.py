@@ -19,6 +19,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "bayesslr.commands.erm",
     "bayesslr.commands.sample",
     "bayesslr.commands.run",
+    "bayesslr.commands.theory",
 )
 
 app = typer.Typer(

@@ -159,6 +159,8 @@ FAMILY_MODULES: dict[str, str] = {
     "population": "bayesslr.population",
     "erm": "bayesslr.erm.method",
     "bayes_sampling": "bayesslr.bayes.method",
+    "theory_erm": "bayesslr.theory.method",
+    "theory_bayes": "bayesslr.theory.method",
 }
 
 

@@ -1,0 +1,481 @@
+"""Bayes-optimal state evolution at finite ``alpha`` and its free entropy (spec section 5).
+
+Nishimori conditions (``q_a = m_a``, ``V_a = 1 - m_a``) and the Gaussian prior leave two order
+parameters ``m_k, m_v``:
+
+    m_a = mh_a / (1 + mh_a),    mh_a = alpha E|g_a|^2,    g = grad_w log Z_out(y, w, 1 - m),
+
+    Z_out = (1/L) sum_eps c_eps(w_k, V_k) N(y; w_v,eps, Delta + V_v),
+    c_eps(w, V) = E_{chi ~ N(w, V I)} g_nu(eps, chi),
+
+with ``w_a = m_a h*_a + sqrt(m_a (1 - m_a)) xi_a`` on the teacher channel samples. The
+Gaussian expectation ``c_eps`` is
+
+* spiked: closed form, ``log c_eps = sqrt(nu) w_eps + nu V/2 - nu/2``;
+* max, ``nu = inf``: ``c_eps = L P(argmax_l chi_l = eps) = L E_t prod_{l != eps}
+  Phi(t + (w_eps - w_l)/sqrt(V))``, a one-dimensional Gauss-Hermite integral (shifted towards
+  the integrand's mass, in log space);
+* max, finite ``nu``: ``c_eps = L E_t softmax(nu (w + sqrt(V) t))_eps``, a tensor Gauss-Hermite
+  rule over ``t in R^L`` (``gh_nodes`` total nodes at most, recorded).
+
+Test excess error ``1 - m_v E[sum_l pi_l^2]`` with ``pi = c(w_k, 1 - m_k) / sum c`` on fresh
+samples (``nishimori_gap = E[pi_eps*] - E[sum pi^2]`` checks the identity that makes it equal to
+the full ``1 - 2 m_v E[pi_eps*] + m_v E[sum pi^2]``).
+
+Free entropy (replica-symmetric, Bayes-optimal; Gaussian prior ``psi_0(mh) = (mh - log(1 +
+mh))/2``):
+
+    Phi = sum_a [ -m_a mh_a / 2 + psi_0(mh_a) ] + alpha E[log Z_out(y, w, 1 - m)].
+
+Where the informed and uninformed starts reach different fixed points, the one with the larger
+``Phi`` is the Bayes-optimal branch; if the uninformed start (what message passing reaches from
+scratch) lands on the other one, ``alpha`` lies in a computationally hard phase.
+
+At ``Delta = 0`` the variance ``Delta + 1 - m_v`` vanishes as ``m_v -> 1``: ``m_a`` is clipped at
+``1 - m_clip`` (recorded, with a flag when the clip is active).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.scipy.special import log_ndtr, logsumexp
+
+from bayesslr.jaxconfig import Array
+from bayesslr.task import ConfigError, TaskConfig, check_int, check_real
+from bayesslr.theory.channel import ChannelSamples, sample_channel
+from bayesslr.theory.solver import SolverOptions, continuation, solve_fixed_point
+
+BAYES_STARTS: tuple[str, ...] = ("informed", "uninformed")
+GH_1D_NODES = 64
+
+
+@dataclass(frozen=True)
+class BayesTheoryOptions:
+    """Settings of the Bayes-optimal state evolution.
+
+    Attributes
+    ----------
+    samples : int
+        Channel samples (common random numbers) of the iteration.
+    seed : int
+        Seed of the channel samples; the test error uses ``seed + 1``.
+    test_samples : int
+        Fresh samples of the test-error expectation.
+    gh_nodes : int
+        Total Gauss-Hermite nodes of the ``L``-dimensional rule (max variant, finite ``nu``).
+    m_clip : float
+        ``m_a`` is kept in ``[0, 1 - m_clip]``.
+    solver : SolverOptions
+        Damping, tolerance, caps and watchdog.
+    """
+
+    samples: int = 50_000
+    seed: int = 0
+    test_samples: int = 200_000
+    gh_nodes: int = 1000
+    m_clip: float = 1e-6
+    solver: SolverOptions = field(default_factory=lambda: SolverOptions(tol=1e-6, max_iter=2000))
+
+    def __post_init__(self) -> None:
+        check_int("samples", self.samples, low=100)
+        check_int("seed", self.seed, low=0)
+        check_int("test_samples", self.test_samples, low=100)
+        check_int("gh_nodes", self.gh_nodes, low=2)
+        check_real("m_clip", self.m_clip, low=0.0, high=0.5, low_open=True)
+
+
+@dataclass(frozen=True)
+class BayesTheoryResult:
+    """One point of the Bayes-optimal state evolution (NaN where not converged).
+
+    Attributes
+    ----------
+    alpha : float
+        Sample ratio.
+    start : str
+        ``"informed"``, ``"uninformed"`` or ``"continuation"``.
+    m_k, m_v : float
+        Overlaps (``q_a = m_a``, ``V_a = 1 - m_a``).
+    mh_k, mh_v : float
+        Conjugates ``alpha E|g_a|^2``.
+    test_error, test_stderr : float
+        Test excess error ``1 - m_v E[sum pi^2]`` and its Monte Carlo standard error.
+    nishimori_gap : float
+        ``E[pi_eps*] - E[sum pi^2]`` on the test samples (zero up to Monte Carlo error).
+    free_entropy : float
+        Replica-symmetric free entropy ``Phi`` at the fixed point.
+    clipped : bool
+        An overlap sits at the clip ``1 - m_clip``.
+    converged : bool
+        Fixed point reached.
+    iterations : int
+        Iterations.
+    residual : float
+        Last relative residual.
+    reason : str
+        Solver outcome.
+    history : tuple of float
+        Residual history.
+    samples, test_samples, seed : int
+        Monte Carlo sizes and seed.
+    quadrature : str
+        How ``c_eps`` was computed.
+    runtime_s : float
+        Wall time.
+    """
+
+    alpha: float
+    start: str
+    m_k: float
+    m_v: float
+    mh_k: float
+    mh_v: float
+    test_error: float
+    test_stderr: float
+    nishimori_gap: float
+    free_entropy: float
+    clipped: bool
+    converged: bool
+    iterations: int
+    residual: float
+    reason: str
+    history: tuple[float, ...]
+    samples: int
+    test_samples: int
+    seed: int
+    quadrature: str
+    runtime_s: float
+
+    @property
+    def x(self) -> np.ndarray:
+        return np.array([self.m_k, self.m_v])
+
+    @property
+    def q_k(self) -> float:
+        return self.m_k
+
+    @property
+    def q_v(self) -> float:
+        return self.m_v
+
+    def to_dict(self, *, with_history: bool = False) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["q_k"], d["q_v"] = self.m_k, self.m_v
+        d["V_k"], d["V_v"] = 1.0 - self.m_k, 1.0 - self.m_v
+        if not with_history:
+            d.pop("history")
+        return d
+
+
+# ----------------------------------------------------------------------------------------------
+# the output channel
+# ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Channel:
+    """Static description of ``c_eps`` (hashable, a jit static argument)."""
+
+    variant: str
+    nu: float
+    delta: float
+    kind: str  # "spiked", "argmax", "softmax-gh"
+
+
+def _make_static(task: TaskConfig) -> _Channel:
+    if task.variant == "spiked":
+        kind = "spiked"
+    elif math.isinf(task.nu):
+        kind = "argmax"
+    else:
+        kind = "softmax-gh"
+    return _Channel(task.variant, float(task.nu), float(task.delta), kind)
+
+
+@functools.lru_cache(maxsize=16)
+def _gh_rule(dim: int, total: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """Tensor Gauss-Hermite rule (probabilists') with at most ``total`` nodes in ``dim`` dims."""
+    per = max(2, int(math.floor(total ** (1.0 / dim) + 1e-9)))
+    x, w = np.polynomial.hermite_e.hermegauss(per)
+    w = w / w.sum()
+    grids = np.meshgrid(*([x] * dim), indexing="ij")
+    wgrids = np.meshgrid(*([w] * dim), indexing="ij")
+    nodes = np.stack([g.ravel() for g in grids], axis=1)
+    logw = np.sum(np.log(np.stack([g.ravel() for g in wgrids], axis=1)), axis=1)
+    return nodes, logw, per
+
+
+def quadrature_label(task: TaskConfig, options: BayesTheoryOptions) -> str:
+    st = _make_static(task)
+    if st.kind == "spiked":
+        return "closed form"
+    if st.kind == "argmax":
+        return f"1-d Gauss-Hermite, {GH_1D_NODES} nodes, shifted"
+    per = _gh_rule(task.L_max, options.gh_nodes)[2]
+    return f"tensor Gauss-Hermite, {per}^{task.L_max} nodes"
+
+
+def log_c(st: _Channel, w: Array, V: Array, mask: Array, length: Array, quad) -> Array:
+    """``log c_eps(w, V) = log E_{chi ~ N(w, V I)} g_nu(eps, chi)``, rows ``(n, L)``.
+
+    Masked positions are ``-inf``.
+    """
+    if st.kind == "spiked":
+        out = math.sqrt(st.nu) * w + st.nu * V / 2.0 - st.nu / 2.0
+        return jnp.where(mask, out, -jnp.inf)
+    logL = jnp.log(length.astype(w.dtype))[:, None]
+    sd = jnp.sqrt(V)
+    if st.kind == "argmax":
+        t, logw = quad  # (G,), (G,)
+        a = (w[:, :, None] - w[:, None, :]) / sd  # a[n, eps, l] = (w_eps - w_l)/sqrt(V)
+        other = mask[:, None, :] & ~jnp.eye(w.shape[1], dtype=bool)[None]
+        # shift the node grid towards the integrand's mass: t = u + c, c = max(0, -min a)/2
+        amin = jnp.min(jnp.where(other, a, jnp.inf), axis=-1)
+        c = jnp.where(jnp.isfinite(amin), jnp.maximum(0.0, -amin) / 2.0, 0.0)  # (n, L)
+        u = t[None, None, :] + c[:, :, None]  # (n, L, G)
+        lphi = log_ndtr(u[:, :, None, :] + a[:, :, :, None])  # (n, eps, l, G)
+        lphi = jnp.sum(jnp.where(other[..., None], lphi, 0.0), axis=2)
+        # N(u + c)/N(u) = exp(-c u - c^2/2) with u the node
+        lw = logw[None, None, :] - c[:, :, None] * t[None, None, :] - c[:, :, None] ** 2 / 2.0
+        out = logL + logsumexp(lw + lphi, axis=-1)
+        return jnp.where(mask, out, -jnp.inf)
+    t, logw = quad  # (G, L), (G,)
+    chi = w[:, None, :] + sd * t[None, :, :]  # (n, G, L)
+    lsm = jax.nn.log_softmax(jnp.where(mask[:, None, :], st.nu * chi, -jnp.inf), axis=-1)
+    lsm = jnp.where(mask[:, None, :], lsm, 0.0)
+    out = logL + logsumexp(logw[None, :, None] + lsm, axis=1)
+    return jnp.where(mask, out, -jnp.inf)
+
+
+def _log_zout(st: _Channel, w_k, w_v, V_k, V_v, y, mask, length, quad) -> Array:
+    """Rows of ``log Z_out(y, w, V)`` (spec section 5)."""
+    var = st.delta + V_v
+    lc = log_c(st, w_k, V_k, mask, length, quad)
+    lg = -0.5 * (y[:, None] - w_v) ** 2 / var - 0.5 * jnp.log(2.0 * jnp.pi * var)
+    terms = jnp.where(mask, lc + lg, -jnp.inf)
+    return logsumexp(terms, axis=-1) - jnp.log(length.astype(w_k.dtype))
+
+
+def _fields(ch: ChannelSamples, m_k, m_v):
+    w_k = m_k * ch.chi_star + jnp.sqrt(m_k * (1.0 - m_k)) * ch.xi
+    w_v = m_v * ch.z_star + jnp.sqrt(m_v * (1.0 - m_v)) * ch.zeta
+    return jnp.where(ch.mask, w_k, 0.0), jnp.where(ch.mask, w_v, 0.0)
+
+
+@partial(jax.jit, static_argnums=0)
+def se_moments(st: _Channel, ch: ChannelSamples, m_k, m_v, quad) -> dict[str, Array]:
+    """``E|g_k|^2``, ``E|g_v|^2`` and ``E log Z_out`` at ``(m_k, m_v)`` (spec section 5)."""
+    w_k, w_v = _fields(ch, m_k, m_v)
+    V_k, V_v = 1.0 - m_k, 1.0 - m_v
+
+    def total(wk, wv):
+        return jnp.sum(_log_zout(st, wk, wv, V_k, V_v, ch.y, ch.mask, ch.length, quad))
+
+    g_k, g_v = jax.grad(total, argnums=(0, 1))(w_k, w_v)
+    g_k = jnp.where(ch.mask, g_k, 0.0)
+    g_v = jnp.where(ch.mask, g_v, 0.0)
+    lz = _log_zout(st, w_k, w_v, V_k, V_v, ch.y, ch.mask, ch.length, quad)
+    return {"gg_k": jnp.mean(jnp.sum(g_k**2, -1)), "gg_v": jnp.mean(jnp.sum(g_v**2, -1)),
+            "log_zout": jnp.mean(lz)}
+
+
+@partial(jax.jit, static_argnums=0)
+def test_terms(st: _Channel, ch: ChannelSamples, m_k, m_v, quad) -> dict[str, Array]:
+    """Test excess error ``1 - m_v E[sum pi^2]`` (+ its standard error) and the Nishimori gap."""
+    w_k = jnp.where(ch.mask, m_k * ch.chi_star + jnp.sqrt(m_k * (1.0 - m_k)) * ch.xi, 0.0)
+    lc = log_c(st, w_k, 1.0 - m_k, ch.mask, ch.length, quad)
+    pi = jnp.where(ch.mask, jax.nn.softmax(lc, axis=-1), 0.0)
+    b = jnp.sum(pi * pi, -1)
+    a = jnp.take_along_axis(pi, ch.eps[:, None], axis=1)[:, 0]
+    e = 1.0 - m_v * b
+    n = e.shape[0]
+    return {"test_error": jnp.mean(e), "test_stderr": jnp.std(e) / jnp.sqrt(n),
+            "nishimori_gap": jnp.mean(a - b)}
+
+
+@functools.lru_cache(maxsize=8)
+def _channel64(task: TaskConfig, samples: int, seed: int) -> ChannelSamples:
+    with jax.enable_x64(True):
+        return sample_channel(dataclasses.replace(task, D=1), samples, seed)
+
+
+def _quad(task: TaskConfig, options: BayesTheoryOptions):
+    st = _make_static(task)
+    if st.kind == "spiked":
+        return (jnp.zeros((1,)), jnp.zeros((1,)))
+    if st.kind == "argmax":
+        x, w = np.polynomial.hermite_e.hermegauss(GH_1D_NODES)
+        return (jnp.asarray(x), jnp.asarray(np.log(w / w.sum())))
+    nodes, logw, _ = _gh_rule(task.L_max, options.gh_nodes)
+    return (jnp.asarray(nodes), jnp.asarray(logw))
+
+
+def start_point(start: str) -> np.ndarray:
+    """``(m_k, m_v)`` of the ``"informed"`` (near the teacher) or ``"uninformed"`` start."""
+    if start == "informed":
+        return np.array([0.999, 0.999])
+    if start == "uninformed":
+        return np.array([1e-6, 1e-6])
+    raise ConfigError(f"start={start!r} is unknown; allowed: one of {', '.join(BAYES_STARTS)}")
+
+
+def _psi0(mh: float) -> float:
+    return 0.5 * (mh - math.log1p(mh))
+
+
+def solve_bayes(task: TaskConfig, alpha: Any, options: BayesTheoryOptions | None = None, *,
+                start: str = "uninformed", x0: np.ndarray | None = None) -> BayesTheoryResult:
+    """Solve the Bayes-optimal state evolution at one ``alpha`` (spec section 5).
+
+    Parameters
+    ----------
+    task : TaskConfig
+        Task (``D`` ignored).
+    alpha : float
+        Sample ratio ``> 0``.
+    options : BayesTheoryOptions, optional
+    start : {"informed", "uninformed"}
+        Named start, used when ``x0`` is not given.
+    x0 : numpy.ndarray, optional
+        Explicit ``(m_k, m_v)`` start (continuation).
+
+    Returns
+    -------
+    BayesTheoryResult
+        NaN fields and ``converged=False`` when not converged (never raises on a numerical
+        failure).
+    """
+    opt = options or BayesTheoryOptions()
+    alpha = check_real("alpha", alpha, low=0.0, low_open=True)
+    x_start = start_point(start) if x0 is None else np.asarray(x0, dtype=np.float64)
+    start_name = start if x0 is None else "continuation"
+    st = _make_static(task)
+    ch = _channel64(task, opt.samples, opt.seed)
+    hi = 1.0 - opt.m_clip
+    t0 = time.perf_counter()
+    with jax.enable_x64(True):
+        quad = _quad(task, opt)
+
+    def moments(x: np.ndarray) -> dict[str, float]:
+        with jax.enable_x64(True):
+            mom = se_moments(st, ch, float(x[0]), float(x[1]), quad)
+            return {k: float(v) for k, v in mom.items()}
+
+    def update(x: np.ndarray) -> tuple[np.ndarray, dict[str, float]]:
+        mom = moments(np.clip(x, 0.0, hi))
+        mh = alpha * np.array([mom["gg_k"], mom["gg_v"]])
+        return np.clip(mh / (1.0 + mh), 0.0, hi), {"mh_k": mh[0], "mh_v": mh[1]}
+
+    fp = solve_fixed_point(update, np.clip(x_start, 0.0, hi), opt.solver)
+    nan = math.nan
+    test = {"test_error": nan, "test_stderr": nan, "nishimori_gap": nan}
+    phi, mh_k, mh_v = nan, nan, nan
+    if fp.converged:
+        x = np.clip(fp.x, 0.0, hi)
+        mom = moments(x)
+        mh_k, mh_v = alpha * mom["gg_k"], alpha * mom["gg_v"]
+        phi = (-x[0] * mh_k / 2 + _psi0(mh_k) - x[1] * mh_v / 2 + _psi0(mh_v)
+               + alpha * mom["log_zout"])
+        tch = _channel64(task, opt.test_samples, opt.seed + 1)
+        with jax.enable_x64(True):
+            test = {k: float(v) for k, v in
+                    test_terms(st, tch, float(x[0]), float(x[1]), quad).items()}
+    return BayesTheoryResult(
+        alpha=alpha, start=start_name, m_k=float(fp.x[0]), m_v=float(fp.x[1]), mh_k=mh_k,
+        mh_v=mh_v, test_error=test["test_error"], test_stderr=test["test_stderr"],
+        nishimori_gap=test["nishimori_gap"], free_entropy=phi,
+        clipped=bool(fp.converged and np.any(fp.x >= hi * (1 - 1e-12))),
+        converged=fp.converged, iterations=fp.iterations, residual=fp.residual,
+        reason=fp.reason, history=fp.history, samples=opt.samples,
+        test_samples=opt.test_samples, seed=opt.seed, quadrature=quadrature_label(task, opt),
+        runtime_s=time.perf_counter() - t0,
+    )
+
+
+@dataclass(frozen=True)
+class BayesCurvePoint:
+    """Both branches at one ``alpha`` and the verdict of the free-entropy comparison.
+
+    Attributes
+    ----------
+    alpha : float
+    best : BayesTheoryResult
+        The Bayes-optimal branch (larger free entropy among the converged ones).
+    informed, uninformed : BayesTheoryResult
+        The branch reached from each start (by continuation along ``alpha``).
+    branches_differ : bool
+        The two starts reach different fixed points (test errors differ by more than
+        ``4`` combined standard errors or overlaps by more than ``1e-3``).
+    hard_phase : bool
+        ``branches_differ`` and the uninformed branch has the lower free entropy: message
+        passing from scratch does not reach the Bayes-optimal error here.
+    """
+
+    alpha: float
+    best: BayesTheoryResult
+    informed: BayesTheoryResult
+    uninformed: BayesTheoryResult
+    branches_differ: bool
+    hard_phase: bool
+
+
+def compare_branches(alpha: float, inf: BayesTheoryResult,
+                     unf: BayesTheoryResult) -> BayesCurvePoint:
+    """Both branches at one ``alpha``: the larger free entropy is the Bayes-optimal one."""
+    both = inf.converged and unf.converged
+    differ = bool(both and (np.max(np.abs(inf.x - unf.x)) > 1e-3 or abs(
+        inf.test_error - unf.test_error) > 4 * math.hypot(inf.test_stderr, unf.test_stderr)))
+    if not inf.converged:
+        best = unf
+    elif not unf.converged:
+        best = inf
+    else:
+        best = inf if inf.free_entropy > unf.free_entropy else unf
+    hard = bool(differ and inf.free_entropy > unf.free_entropy)
+    return BayesCurvePoint(alpha, best, inf, unf, differ, hard)
+
+
+def bayes_curve(task: TaskConfig, alphas: Sequence[float],
+                options: BayesTheoryOptions | None = None, *, use_continuation: bool = True
+                ) -> list[BayesCurvePoint]:
+    """State evolution along ``alphas`` from both starts, with the free-entropy verdict.
+
+    The uninformed branch is followed upwards in ``alpha`` and the informed one downwards
+    (continuation; ``use_continuation=False`` cold-starts every point instead), so that a
+    coexistence region shows up as two branches.
+
+    Returns
+    -------
+    list of BayesCurvePoint
+        In the order of the input ``alphas``.
+    """
+    opt = options or BayesTheoryOptions()
+    if not alphas:
+        raise ConfigError("alpha=[] is empty; allowed: at least one alpha > 0")
+    alphas = [check_real("alpha", a, low=0.0, low_open=True) for a in alphas]
+
+    def run(start: str, descending: bool) -> list[BayesTheoryResult]:
+        def solve_at(alpha: float, x0: np.ndarray | None) -> BayesTheoryResult:
+            return solve_bayes(task, alpha, opt, start=start,
+                               x0=x0 if use_continuation else None)
+
+        return continuation(solve_at, alphas, None, descending=descending)
+
+    unf = run("uninformed", False)
+    inf = run("informed", True)
+    return [compare_branches(a, i, u) for a, i, u in zip(alphas, inf, unf, strict=True)]
+
+
+def hard_phase_range(points: Sequence[BayesCurvePoint]) -> tuple[float, float] | None:
+    """``(min, max)`` of the ``alpha`` values flagged as computationally hard (None if none)."""
+    hard = [p.alpha for p in points if p.hard_phase]
+    return (min(hard), max(hard)) if hard else None

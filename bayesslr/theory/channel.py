@@ -1,0 +1,333 @@
+"""Teacher channel samples and the ERM proximal step (spec section 5, channel part).
+
+Two pieces shared by the ERM replica equations (:mod:`bayesslr.theory.erm`) and the
+Bayes-optimal state evolution (:mod:`bayesslr.theory.bayes`):
+
+* :func:`sample_channel` draws ``n`` teacher channel samples ``(L, eps*, chi*, z*, y)`` at
+  population level (``|k*|^2/D = |v*|^2/D = 1``, cross overlap zero) together with independent
+  ``xi, zeta ~ N(0, I_L)``. The draw is fixed by ``seed`` (common random numbers): every
+  iteration of a fixed point, every ``alpha`` and every ``lam`` sees the same numbers, so the
+  fixed-point map is a deterministic function of the order parameters. Lengths are stratified
+  (``round(n p_L)`` rows per length), padded positions are zero and masked.
+* :func:`prox_channel` solves, per sample, the ``L``-dimensional non-convex proximal problem
+
+      min_chi  |chi - w_k|^2 / (2 V_k) + (y - s.w_v)^2 / (2 (1 + V_v |s|^2)),  s = sigma(chi),
+
+  (the ``z`` part of the joint problem is eliminated in closed form: ``r = (y - s.w_v) /
+  (1 + V_v |s|^2)``, ``z = w_v + V_v s r``) by Levenberg-Marquardt Newton iterations from
+  ``2 L + 1`` starts (``w_k`` and ``w_k +- shift e_l``) and keeps the lowest objective: a single
+  start biases the error low. Everything is ``vmap``-ed over samples and starts inside one
+  ``jit``; the iteration count is fixed (no data-dependent loop), so a call cannot spin.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from functools import partial
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bayesslr.activations import Activation
+from bayesslr.jaxconfig import Array
+from bayesslr.task import TaskConfig, check_int, location_logits
+
+
+class ChannelSamples(NamedTuple):
+    """Teacher channel samples with their independent Gaussian companions (a JAX pytree).
+
+    Attributes
+    ----------
+    chi_star : Array, shape (n, L_max)
+        Teacher key fields ``chi*`` (spiked: ``+ sqrt(nu)`` at ``eps*``); zero where masked.
+    z_star : Array, shape (n, L_max)
+        Teacher value fields ``z* ~ N(0, 1)``; zero where masked.
+    y : Array, shape (n,)
+        Labels ``z*_{eps*} + sqrt(Delta) xi_y``.
+    eps : Array, shape (n,)
+        Hidden location (0-based).
+    mask : Array, shape (n, L_max), bool
+        True where a token exists.
+    length : Array, shape (n,)
+        Sequence length ``L`` of each row.
+    xi : Array, shape (n, L_max)
+        ``N(0, 1)`` companions of the key fields (zero where masked).
+    zeta : Array, shape (n, L_max)
+        ``N(0, 1)`` companions of the value fields (zero where masked).
+    """
+
+    chi_star: Array
+    z_star: Array
+    y: Array
+    eps: Array
+    mask: Array
+    length: Array
+    xi: Array
+    zeta: Array
+
+    @property
+    def n(self) -> int:
+        return int(self.y.shape[0])
+
+
+def _stratified_lengths(task: TaskConfig, n: int) -> np.ndarray:
+    """``round(n p_L)`` rows per length (largest remainders), in a fixed order."""
+    p = np.asarray(task.length.probs)
+    raw = n * p
+    counts = np.floor(raw).astype(int)
+    rest = n - counts.sum()
+    counts[np.argsort(-(raw - counts))[:rest]] += 1
+    return np.repeat(np.asarray(task.length.values, dtype=np.int32), counts)
+
+
+def sample_channel(task: TaskConfig, samples: int, seed: int = 0) -> ChannelSamples:
+    """Draw ``samples`` teacher channel samples at population level (spec sections 1, 5).
+
+    Parameters
+    ----------
+    task : TaskConfig
+        The task (its ``D`` is ignored: these are ``D -> infinity`` fields).
+    samples : int
+        Number of rows ``n`` (>= 100).
+    seed : int
+        Seed of the common random numbers.
+
+    Returns
+    -------
+    ChannelSamples
+        Arrays in the current default float precision.
+    """
+    n = check_int("samples", samples, low=100)
+    seed = check_int("seed", seed, low=0)
+    L_max = task.L_max
+    lengths = jnp.asarray(_stratified_lengths(task, n))
+    mask = jnp.arange(L_max)[None, :] < lengths[:, None]
+    kc, kz, ke, ky, kx, kzeta = jax.random.split(jax.random.key(seed), 6)
+    fdt = jnp.result_type(float)
+    chi = jax.random.normal(kc, (n, L_max), dtype=fdt)
+    if task.variant == "spiked":
+        u = jax.random.uniform(ke, (n,), dtype=fdt)
+        eps = jnp.minimum(jnp.floor(u * lengths).astype(jnp.int32), lengths - 1)
+        chi = chi + math.sqrt(task.nu) * jax.nn.one_hot(eps, L_max, dtype=fdt)
+    else:
+        logits = location_logits(task, chi, mask)
+        eps = jax.random.categorical(ke, logits, axis=-1).astype(jnp.int32)
+    chi = jnp.where(mask, chi, 0.0)
+    z = jnp.where(mask, jax.random.normal(kz, (n, L_max), dtype=fdt), 0.0)
+    y = jnp.take_along_axis(z, eps[:, None], axis=1)[:, 0]
+    y = y + math.sqrt(task.delta) * jax.random.normal(ky, (n,), dtype=fdt)
+    xi = jnp.where(mask, jax.random.normal(kx, (n, L_max), dtype=fdt), 0.0)
+    zeta = jnp.where(mask, jax.random.normal(kzeta, (n, L_max), dtype=fdt), 0.0)
+    return ChannelSamples(chi, z, y, eps, mask, lengths, xi, zeta)
+
+
+# ----------------------------------------------------------------------------------------------
+# ERM proximal step
+# ----------------------------------------------------------------------------------------------
+class ProxMoments(NamedTuple):
+    """Sample means of the proximal step (spec section 5), the inputs of the conjugates.
+
+    Attributes
+    ----------
+    ff_k, ff_v : Array
+        ``E|f_k|^2``, ``E|f_v|^2``.
+    fh_k, fh_v : Array
+        ``E[f_k . chi*]``, ``E[f_v . z*]``.
+    fx_k, fx_v : Array
+        ``E[f_k . xi]``, ``E[f_v . zeta]`` (Stein-free ``Vh`` and the ``mh`` form).
+    tr_k, tr_v : Array
+        ``E[Tr_a(V^-1 (V^-1 + H)^-1 H)]``, ``H`` the Hessian of the loss in ``(chi, z)``.
+    loss : Array
+        ``E[1/2 (y - sigma(chi).z)^2]`` at the proximal point (training loss per sample).
+    loss_se : Array
+        Monte Carlo standard error of ``loss``.
+    unconverged : Array
+        Fraction of samples whose proximal gradient stays above ``1e-6 (1 + |f_k|)``.
+    off_branch : Array
+        Fraction of samples whose global minimum is not the one reached from ``w_k`` (objective
+        lower by more than ``1e-9``): how often the single-start answer would be wrong.
+    """
+
+    ff_k: Array
+    ff_v: Array
+    fh_k: Array
+    fh_v: Array
+    fx_k: Array
+    fx_v: Array
+    tr_k: Array
+    tr_v: Array
+    loss: Array
+    loss_se: Array
+    unconverged: Array
+    off_branch: Array
+
+
+def _solve_small(A: Array, b: Array) -> Array:
+    """Solve ``A x = b`` for a batch of small systems, ``A`` ``(B, n, n)``, by unrolled
+    Gauss-Jordan elimination (no pivoting; a zero pivot gives non-finite entries, which the
+    callers treat as a rejected step). Far faster on CPU than batched LAPACK calls at ``n <= 8``.
+    """
+    n = b.shape[-1]
+    a = [[A[:, i, j] for j in range(n)] for i in range(n)]
+    r = [b[:, i] for i in range(n)]
+    for k in range(n):
+        piv = a[k][k]
+        for i in range(n):
+            if i == k:
+                continue
+            f = a[i][k] / piv
+            for j in range(k, n):
+                a[i][j] = a[i][j] - f * a[k][j]
+            r[i] = r[i] - f * r[k]
+    return jnp.stack([r[i] / a[i][i] for i in range(n)], axis=-1)
+
+
+def _inv_diag_small(A: Array) -> Array:
+    """Diagonal of ``A^-1`` for a batch of small matrices (unrolled Gauss-Jordan)."""
+    n = A.shape[-1]
+    eye = jnp.broadcast_to(jnp.eye(n, dtype=A.dtype), A.shape)
+    cols = [_solve_small(A, eye[:, :, i])[:, i] for i in range(n)]
+    return jnp.stack(cols, axis=-1)
+
+
+def _row_grad_hess(fun: Callable[[Array], Array], x: Array) -> tuple[Array, Array]:
+    """Per-row gradient and Hessian of a row-separable ``fun: (B, n) -> (B,)``.
+
+    Rows are independent, so the gradient of ``sum(fun)`` is the stack of row gradients and its
+    directional derivative along ``e_i`` (on every row at once) is the ``i``-th Hessian column.
+    """
+    grad = jax.grad(lambda u: jnp.sum(fun(u)))
+    n = x.shape[-1]
+    cols = []
+    g = None
+    for i in range(n):
+        e = jnp.zeros_like(x).at[:, i].set(1.0)
+        g, col = jax.jvp(grad, (x,), (e,))
+        cols.append(col)
+    return g, jnp.stack(cols, axis=-1)
+
+
+def _reduced_objective(act: Activation, theta, chi, w_k, w_v, y, mask, V_k, V_v):
+    """Rows of ``|chi - w_k|^2/(2V_k) + (y - s.w_v)^2 / (2(1 + V_v |s|^2))`` (z eliminated)."""
+    s = act(chi, mask, theta)
+    res = y - jnp.sum(s * w_v, -1)
+    return (0.5 * jnp.sum((chi - w_k) ** 2, -1) / V_k
+            + 0.5 * res**2 / (1.0 + V_v * jnp.sum(s * s, -1)))
+
+
+def _lm_newton(phi: Callable[[Array], Array], chi0: Array, n_iter: int, V_k) -> tuple:
+    """Levenberg-Marquardt Newton on every row of ``chi0`` (fixed ``n_iter``, monotone in phi)."""
+    B, L = chi0.shape
+    eye = jnp.eye(L, dtype=chi0.dtype)
+
+    def body(_, state):
+        chi, val, mu = state
+        g, H = _row_grad_hess(phi, chi)
+        step = _solve_small(H + mu[:, None, None] * eye, -g)
+        cand = chi + step
+        cval = phi(cand)
+        ok = jnp.isfinite(cval) & jnp.all(jnp.isfinite(cand), -1) & (cval <= val)
+        chi = jnp.where(ok[:, None], cand, chi)
+        val = jnp.where(ok, cval, val)
+        mu = jnp.clip(jnp.where(ok, mu * 0.2, mu * 10.0), 1e-10 / V_k, 1e10 / V_k)
+        return chi, val, mu
+
+    mu0 = jnp.full((B,), 1e-3, chi0.dtype) / V_k
+    chi, val, _ = jax.lax.fori_loop(0, n_iter, body, (chi0, phi(chi0), mu0))
+    return chi, val
+
+
+def _loss_rows(act: Activation, theta, u, y, mask):
+    L = u.shape[-1] // 2
+    s = act(u[:, :L], mask, theta)
+    return 0.5 * (y - jnp.sum(s * u[:, L:], -1)) ** 2
+
+
+@partial(jax.jit, static_argnames=("act", "n_explore", "n_refine", "shift"))
+def prox_channel(act: Activation, ch: ChannelSamples, m_k, q_k, V_k, m_v, q_v, V_v, theta,
+                 *, n_explore: int = 8, n_refine: int = 12, shift: float = 4.0) -> ProxMoments:
+    """Sample means of the proximal step at order parameters ``(m, q, V)_{k, v}`` (spec 5).
+
+    The global minimum of the reduced ``chi`` problem is searched from ``2 L + 1`` starts
+    (``w_k``, ``w_k +- shift e_l``) with ``n_explore`` Levenberg-Marquardt steps each; the best
+    is refined with ``n_refine`` more steps.
+
+    Parameters
+    ----------
+    act : Activation
+        The attention activation (static).
+    ch : ChannelSamples
+        Common random numbers from :func:`sample_channel`.
+    m_k, q_k, V_k, m_v, q_v, V_v : scalar
+        Order parameters; ``w_a = m_a h*_a + sqrt(q_a - m_a^2) xi_a``.
+    theta : Array
+        The activation's own scalars (held fixed).
+    n_explore, n_refine : int
+        Levenberg-Marquardt steps per start, and for the best start.
+    shift : float
+        Offset of the extra starts ``w_k +- shift e_l``.
+
+    Returns
+    -------
+    ProxMoments
+    """
+    n, L = ch.chi_star.shape
+    S = 2 * L + 1
+    s_k = jnp.sqrt(jnp.maximum(q_k - m_k**2, 0.0))
+    s_v = jnp.sqrt(jnp.maximum(q_v - m_v**2, 0.0))
+    w_k = jnp.where(ch.mask, m_k * ch.chi_star + s_k * ch.xi, 0.0)
+    w_v = jnp.where(ch.mask, m_v * ch.z_star + s_v * ch.zeta, 0.0)
+
+    # explore: every start of every sample as one row
+    eye = jnp.eye(L, dtype=w_k.dtype)
+    offs = jnp.concatenate([jnp.zeros((1, L), w_k.dtype), shift * eye, -shift * eye])
+    rep = lambda a: jnp.repeat(a, S, axis=0)  # noqa: E731
+    chi0 = (w_k[:, None, :] + offs[None]).reshape(n * S, L)
+    phi_all = partial(_reduced_objective, act, theta, w_k=rep(w_k), w_v=rep(w_v), y=rep(ch.y),
+                      mask=rep(ch.mask), V_k=V_k, V_v=V_v)
+    chis, vals = _lm_newton(phi_all, chi0, n_explore, V_k)
+    vals = jnp.where(jnp.isfinite(vals), vals, jnp.inf).reshape(n, S)
+    best = jnp.argmin(vals, axis=1)
+    off_branch = vals[:, 0] > jnp.min(vals, axis=1) + 1e-9 * (1.0 + jnp.abs(vals[:, 0]))
+    chi = jnp.take_along_axis(chis.reshape(n, S, L), best[:, None, None], axis=1)[:, 0]
+
+    # refine the best start
+    phi = partial(_reduced_objective, act, theta, w_k=w_k, w_v=w_v, y=ch.y, mask=ch.mask,
+                  V_k=V_k, V_v=V_v)
+    chi, _ = _lm_newton(phi, chi, n_refine, V_k)
+    g, _ = _row_grad_hess(phi, chi)
+
+    s = act(chi, ch.mask, theta)
+    r = (ch.y - jnp.sum(s * w_v, -1)) / (1.0 + V_v * jnp.sum(s * s, -1))
+    z = w_v + V_v * s * r[:, None]
+    f_k = (chi - w_k) / V_k
+    f_v = (z - w_v) / V_v
+    u = jnp.concatenate([chi, z], axis=-1)
+    _, H = _row_grad_hess(partial(_loss_rows, act, theta, y=ch.y, mask=ch.mask), u)
+    vinv = jnp.concatenate([jnp.full((L,), 1.0 / V_k), jnp.full((L,), 1.0 / V_v)])
+    a_inv = _inv_diag_small(H + jnp.diag(vinv))
+    # Tr_a(V^-1 (V^-1 + H)^-1 H) = sum_{i in a} (1/V_a - (A^-1)_ii / V_a^2),  A = V^-1 + H
+    terms = vinv - a_inv * vinv**2
+    loss = _loss_rows(act, theta, u, ch.y, ch.mask)
+    bad = jnp.sqrt(jnp.sum(g**2, -1)) > 1e-6 * (1.0 + jnp.sqrt(jnp.sum(f_k**2, -1)))
+
+    def mean(x):
+        return jnp.mean(x)
+
+    return ProxMoments(
+        ff_k=mean(jnp.sum(f_k**2, -1)),
+        ff_v=mean(jnp.sum(f_v**2, -1)),
+        fh_k=mean(jnp.sum(f_k * ch.chi_star, -1)),
+        fh_v=mean(jnp.sum(f_v * ch.z_star, -1)),
+        fx_k=mean(jnp.sum(f_k * ch.xi, -1)),
+        fx_v=mean(jnp.sum(f_v * ch.zeta, -1)),
+        tr_k=mean(jnp.sum(terms[:, :L], -1)),
+        tr_v=mean(jnp.sum(terms[:, L:], -1)),
+        loss=mean(loss),
+        loss_se=jnp.std(loss) / jnp.sqrt(n),
+        unconverged=mean(bad),
+        off_branch=mean(off_branch),
+    )

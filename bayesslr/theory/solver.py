@@ -1,0 +1,253 @@
+"""Damped fixed-point iteration and continuation in ``alpha`` (spec section 5).
+
+Shared by the ERM replica equations and the Bayes-optimal state evolution. The contract a sweep
+relies on:
+
+* :func:`solve_fixed_point` never raises on a numerical failure: a point that does not converge
+  (iteration cap, non-finite update, an exception inside the update, the watchdog) comes back
+  with ``converged=False``, the order parameters set to NaN, and a ``reason``;
+* the residual history is kept, so a slow or oscillating point can be inspected;
+* every update call runs under a watchdog (a daemon thread with a time limit; spec section 5
+  notes that a jitted multi-start proximal solver once hung on CPU), and the whole solve under a
+  wall-clock budget.
+
+:func:`continuation` sweeps a grid of ``alpha`` warm-starting each point from its converged
+neighbour; :func:`sweep_both` runs it upwards and downwards so that hysteresis (two branches)
+shows up.
+"""
+
+from __future__ import annotations
+
+import math
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
+
+import numpy as np
+
+from bayesslr.task import ConfigError, check_int, check_real
+
+UpdateFn = Callable[[np.ndarray], tuple[np.ndarray, dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class SolverOptions:
+    """Settings of the damped fixed-point iteration.
+
+    Attributes
+    ----------
+    damping : float
+        Weight of the old iterate, ``x <- (1 - damping) F(x) + damping x``; in ``[0, 1)``.
+    tol : float
+        Convergence when ``max_i |F(x)_i - x_i| / max(|x_i|, scale_floor) < tol``.
+    max_iter : int
+        Iteration cap.
+    min_iter : int
+        Iterations always done (guards against a start that happens to sit on the map's
+        plateau).
+    call_timeout_s : float
+        Watchdog: the longest one update call may take before the point is abandoned.
+    max_seconds : float
+        Wall-clock budget of one solve.
+    scale_floor : float
+        Floor of the relative residual's denominator.
+    """
+
+    damping: float = 0.5
+    tol: float = 1e-5
+    max_iter: int = 400
+    min_iter: int = 2
+    call_timeout_s: float = 600.0
+    max_seconds: float = 3600.0
+    scale_floor: float = 1e-3
+
+    def __post_init__(self) -> None:
+        check_real("damping", self.damping, low=0.0, high=0.99)
+        check_real("tol", self.tol, low=0.0, low_open=True)
+        check_int("max_iter", self.max_iter, low=1)
+        check_int("min_iter", self.min_iter, low=1)
+        check_real("call_timeout_s", self.call_timeout_s, low=0.0, low_open=True)
+        check_real("max_seconds", self.max_seconds, low=0.0, low_open=True)
+        check_real("scale_floor", self.scale_floor, low=0.0, low_open=True)
+
+
+@dataclass(frozen=True)
+class FixedPointResult:
+    """Outcome of one damped fixed-point solve.
+
+    Attributes
+    ----------
+    x : numpy.ndarray
+        Fixed point (all NaN when not converged).
+    x_last : numpy.ndarray
+        Last iterate reached (finite when possible; useful to diagnose and to warm-start).
+    converged : bool
+        Residual below ``tol`` within the caps.
+    iterations : int
+        Update calls made.
+    residual : float
+        Last relative residual (NaN if none).
+    history : tuple of float
+        Residual after each iteration.
+    reason : str
+        ``"converged"``, ``"max_iter"``, ``"non-finite"``, ``"watchdog"``, ``"time budget"`` or
+        ``"error: ..."``.
+    aux : dict
+        Auxiliary outputs of the last update call (conjugates, diagnostics).
+    runtime_s : float
+        Wall time.
+    """
+
+    x: np.ndarray
+    x_last: np.ndarray
+    converged: bool
+    iterations: int
+    residual: float
+    history: tuple[float, ...]
+    reason: str
+    aux: dict[str, Any] = field(default_factory=dict)
+    runtime_s: float = 0.0
+
+
+class _Timeout(Exception):
+    pass
+
+
+def _call_with_watchdog(fn: Callable[[], Any], timeout_s: float) -> Any:
+    """Run ``fn()`` in a daemon thread; raise :class:`_Timeout` past ``timeout_s``.
+
+    A hung call cannot be killed from Python; its daemon thread is abandoned (it does not block
+    interpreter exit) and the solve reports ``reason="watchdog"``.
+    """
+    out: queue.Queue = queue.Queue(maxsize=1)
+
+    def target() -> None:
+        try:
+            out.put((True, fn()))
+        except BaseException as exc:  # noqa: BLE001  (re-raised in the caller's thread)
+            out.put((False, exc))
+
+    th = threading.Thread(target=target, daemon=True, name="bayesslr-theory-update")
+    th.start()
+    try:
+        ok, val = out.get(timeout=timeout_s)
+    except queue.Empty:
+        raise _Timeout from None
+    if not ok:
+        raise val
+    return val
+
+
+def solve_fixed_point(update: UpdateFn, x0: Sequence[float] | np.ndarray,
+                      options: SolverOptions | None = None) -> FixedPointResult:
+    """Damped iteration ``x <- (1 - d) F(x) + d x`` until the relative residual is below ``tol``.
+
+    Parameters
+    ----------
+    update : callable
+        ``F(x) -> (x_new, aux)``; ``x_new`` an array like ``x``, ``aux`` a dict of diagnostics.
+    x0 : array-like
+        Start.
+    options : SolverOptions, optional
+        Damping, tolerance, caps, watchdog.
+
+    Returns
+    -------
+    FixedPointResult
+        Never raises on numerical failure: see ``converged`` and ``reason``.
+    """
+    opt = options or SolverOptions()
+    x = np.asarray(x0, dtype=np.float64).copy()
+    t0 = time.perf_counter()
+    history: list[float] = []
+    aux: dict[str, Any] = {}
+    reason = "max_iter"
+    res = math.nan
+    it = 0
+    converged = False
+    while it < opt.max_iter:
+        if time.perf_counter() - t0 > opt.max_seconds:
+            reason = "time budget"
+            break
+        try:
+            x_new, aux = _call_with_watchdog(lambda x=x: update(x), opt.call_timeout_s)
+        except _Timeout:
+            reason = "watchdog"
+            break
+        except (ArithmeticError, ValueError, np.linalg.LinAlgError, RuntimeError) as exc:
+            reason = f"error: {type(exc).__name__}: {exc}"
+            break
+        except ConfigError as exc:  # an update that refuses its input is a failed point too
+            reason = f"error: {exc}"
+            break
+        it += 1
+        x_new = np.asarray(x_new, dtype=np.float64)
+        if not np.all(np.isfinite(x_new)):
+            reason = "non-finite"
+            break
+        res = float(np.max(np.abs(x_new - x) / np.maximum(np.abs(x), opt.scale_floor)))
+        history.append(res)
+        x = (1.0 - opt.damping) * x_new + opt.damping * x
+        if res < opt.tol and it >= opt.min_iter:
+            converged = True
+            reason = "converged"
+            break
+    x_out = x if converged else np.full_like(x, np.nan)
+    return FixedPointResult(x_out, x, converged, it, res, tuple(history), reason, dict(aux),
+                            time.perf_counter() - t0)
+
+
+class HasState(Protocol):
+    """What continuation needs of a solved point: its state vector and whether it converged."""
+
+    @property
+    def x(self) -> np.ndarray: ...
+
+    @property
+    def converged(self) -> bool: ...
+
+
+R = TypeVar("R", bound=HasState)
+
+
+def continuation(solve_at: Callable[[float, np.ndarray | None], R], alphas: Sequence[float],
+                 x_start: np.ndarray | None = None, *, descending: bool = False) -> list[R]:
+    """Solve along ``alphas`` warm-starting each point from the last converged neighbour.
+
+    Parameters
+    ----------
+    solve_at : callable
+        ``solve_at(alpha, x0) -> result`` with ``.x`` and ``.converged``; ``x0`` is ``None`` for
+        a cold start (the solver's named start) and the neighbour's fixed point otherwise.
+    alphas : sequence of float
+        Grid (any order; it is sorted ascending, or descending with ``descending``).
+    x_start : numpy.ndarray, optional
+        Start of the first point (``None``: cold start); kept until a point converges.
+    descending : bool
+        Sweep from the largest ``alpha`` down.
+
+    Returns
+    -------
+    list
+        Results in the order of the *input* ``alphas``.
+    """
+    order = sorted(range(len(alphas)), key=lambda i: alphas[i], reverse=descending)
+    out: list[R | None] = [None] * len(alphas)
+    x0 = None if x_start is None else np.asarray(x_start, dtype=np.float64)
+    for i in order:
+        r = solve_at(float(alphas[i]), x0)
+        out[i] = r
+        if r.converged:
+            x0 = r.x
+    return [r for r in out if r is not None]
+
+
+def sweep_both(solve_at: Callable[[float, np.ndarray | None], R], alphas: Sequence[float],
+               x_start: np.ndarray | None = None) -> tuple[list[R], list[R]]:
+    """Continuation upwards and downwards from the same start (hysteresis shows as a gap)."""
+    up = continuation(solve_at, alphas, x_start)
+    down = continuation(solve_at, alphas, x_start, descending=True)
+    return up, down
