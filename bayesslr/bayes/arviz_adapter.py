@@ -11,6 +11,7 @@ so that the test suite can keep warnings as errors.
 
 from __future__ import annotations
 
+import json
 import warnings
 from pathlib import Path
 from typing import Any
@@ -56,6 +57,16 @@ def diagnostics(draws: dict[str, np.ndarray]) -> dict[str, float]:
             "ess_tail_min": red(tail, np.min)}
 
 
+def mcse_mean(x: np.ndarray) -> np.ndarray:
+    """Monte Carlo standard error of the mean of draws ``x`` ``(chains, draws, ...)``.
+
+    ArviZ's ``mcse(method="mean")``: ``sd / sqrt(ess_mean)`` per trailing coordinate.
+    """
+    az = _az()
+    ds = az.convert_to_dataset({"x": np.asarray(x, np.float64)})
+    return np.asarray(az.mcse(ds, method="mean")["x"].values)
+
+
 def to_inference_data(result: Any, *, attrs: dict[str, Any] | None = None,
                       observed: dict[str, np.ndarray] | None = None) -> Any:
     """An ``arviz.InferenceData`` of a :class:`bayesslr.bayes.sampler.SampleResult`.
@@ -79,8 +90,11 @@ def to_inference_data(result: Any, *, attrs: dict[str, Any] | None = None,
             sample_stats=stats,
             observed_data=observed,
             dims={"k": ["D"], "v": ["D"]},
-            attrs=dict(attrs or {}),
         )
+    flat = {str(n): (a if isinstance(a, int | float | str) and not isinstance(a, bool)
+                     else json.dumps(a, default=str)) for n, a in (attrs or {}).items()}
+    for group in idata.groups():
+        idata[group].attrs.update(flat)
     return idata
 
 

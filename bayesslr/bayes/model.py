@@ -36,6 +36,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import numpyro
 import numpyro.distributions as dist
 
@@ -165,33 +166,31 @@ def log_lik_samples(spec: ModelSpec, k: Array, v: Array, X: Array, y: Array,
 
 
 def log_lik_bruteforce(spec: ModelSpec, k: Array, v: Array, X: Array, y: Array,
-                       mask: Array) -> Array:
+                       mask: Array) -> np.ndarray:
     """Per-sample log-likelihood by an explicit sum over locations, written independently.
 
-    ``log (1/L) sum_{l <= L} p(X | eps = l, k) / p_0(X) N(y; z_l, Delta)`` with the token
-    likelihood ratio from its definition (spiked: ``exp(sqrt(nu) chi_l - nu |k|^2 / (2 D))``,
-    the density ratio of ``N(sqrt(nu/D) k, I)`` to ``N(0, I)`` at ``x_l``; max:
-    ``L exp(nu chi_l) / sum_l' exp(nu chi_l')``). A reference for tests, not for sampling.
+    ``log (1/L) sum_{l <= L} [p(X | eps = l, k) / p_0(X)] N(y; z_l, Delta)`` in float64 NumPy,
+    with the token likelihood ratio from its definition (spiked: the density ratio of
+    ``N(sqrt(nu/D) k, I)`` to ``N(0, I)`` at ``x_l``; max: ``L exp(nu chi_l) / sum_l'
+    exp(nu chi_l')``). A reference for tests, not for sampling.
     """
+    k, v, X, y = (np.asarray(a, np.float64) for a in (k, v, X, y))
+    mask = np.asarray(mask, bool)
     D = X.shape[-1]
-    out = []
+    out = np.empty(X.shape[0])
     for i in range(X.shape[0]):
-        L = int(jnp.sum(mask[i]))
-        terms = []
-        for l in range(L):
-            x = X[i, l]
-            if spec.variant == "spiked":
-                mu = jnp.sqrt(spec.nu / D) * k
-                ratio = jnp.exp(-0.5 * jnp.sum((x - mu) ** 2) + 0.5 * jnp.sum(x * x))
-            else:
-                chis = jnp.stack([X[i, j] @ k / jnp.sqrt(D) for j in range(L)])
-                ratio = L * jnp.exp(spec.nu * chis[l]) / jnp.sum(jnp.exp(spec.nu * chis))
-            zl = X[i, l] @ v / jnp.sqrt(D)
-            dens = jnp.exp(-0.5 * (y[i] - zl) ** 2 / spec.delta) / jnp.sqrt(
-                2 * jnp.pi * spec.delta)
-            terms.append(ratio * dens)
-        out.append(jnp.log(sum(terms) / L))
-    return jnp.stack(out)
+        L = int(mask[i].sum())
+        toks = X[i, :L]
+        if spec.variant == "spiked":
+            mu = math.sqrt(spec.nu / D) * k
+            ratio = np.exp(-0.5 * ((toks - mu) ** 2).sum(-1) + 0.5 * (toks ** 2).sum(-1))
+        else:
+            e = np.exp(spec.nu * toks @ k / math.sqrt(D))
+            ratio = L * e / e.sum()
+        z = toks @ v / math.sqrt(D)
+        dens = np.exp(-0.5 * (y[i] - z) ** 2 / spec.delta) / math.sqrt(2 * math.pi * spec.delta)
+        out[i] = math.log(float(np.sum(ratio * dens)) / L)
+    return out
 
 
 # --------------------------------------------------------------------------------------------
