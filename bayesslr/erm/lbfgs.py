@@ -105,9 +105,9 @@ def _direction(st: _State, memory: int) -> Array:
     return -r
 
 
-def lbfgs_solve(act: Activation, params0: Params, data: Data, lam_k: Array, lam_v: Array, *,
-                max_iter: int = DEFAULT_MAX_ITER, gtol: float = DEFAULT_GTOL,
-                memory: int = DEFAULT_MEMORY) -> SolverResult:
+def lbfgs_solve(act: Activation, params0: Params, data: Data, lam_k: Array, lam_v: Array,
+                weight: Array | None = None, *, max_iter: int = DEFAULT_MAX_ITER,
+                gtol: float = DEFAULT_GTOL, memory: int = DEFAULT_MEMORY) -> SolverResult:
     """Minimise ``F(params) = S / N`` from ``params0`` (spec section 4).
 
     Parameters
@@ -120,6 +120,8 @@ def lbfgs_solve(act: Activation, params0: Params, data: Data, lam_k: Array, lam_
         Training data (``X`` of shape ``(N, L_max, D)``).
     lam_k, lam_v : Array
         Ridge penalties on ``k`` and ``v`` (scalars; traced, so a ``lam`` grid is a ``vmap``).
+    weight : Array, optional
+        ``(N,)`` zeros and ones: the samples fitted (the others are held out for validation).
     max_iter : int
         Iteration cap.
     gtol : float
@@ -132,11 +134,12 @@ def lbfgs_solve(act: Activation, params0: Params, data: Data, lam_k: Array, lam_
     SolverResult
     """
     n_samples, _, D = data.X.shape
-    scale = grad_scale(n_samples, D)
+    scale = grad_scale(n_samples if weight is None else jnp.sum(weight), D)
     x0, unravel = ravel_pytree(params0)
 
     def fg(x: Array) -> tuple[Array, Array]:
-        return jax.value_and_grad(lambda z: objective(act, unravel(z), data, lam_k, lam_v))(x)
+        return jax.value_and_grad(
+            lambda z: objective(act, unravel(z), data, lam_k, lam_v, weight))(x)
 
     f0, g0 = fg(x0)
     n = x0.shape[0]
@@ -169,7 +172,7 @@ def lbfgs_solve(act: Activation, params0: Params, data: Data, lam_k: Array, lam_
 
         def ls_cond(c):
             t, f_new, g_new, k = c
-            return ~accept(t, f_new, g_new) & (k < MAX_LINESEARCH)
+            return ~accept(t, f_new, g_new) & (k <= MAX_LINESEARCH)
 
         def ls_body(c):
             t, _, _, k = c
@@ -177,9 +180,10 @@ def lbfgs_solve(act: Activation, params0: Params, data: Data, lam_k: Array, lam_
             f_new, g_new = fg(st.x + t * d)
             return t, f_new, g_new, k + 1
 
-        f1, g1 = fg(st.x + d)
-        t, f_new, g_new, _ = jax.lax.while_loop(ls_cond, ls_body,
-                                                (jnp.asarray(1.0, x0.dtype), f1, g1, 0))
+        # the first pass of the loop tries t = 1 (one traced evaluation site: faster compiles)
+        t, f_new, g_new, _ = jax.lax.while_loop(
+            ls_cond, ls_body, (jnp.asarray(2.0, x0.dtype), jnp.asarray(jnp.inf, x0.dtype),
+                               st.g, 0))
         ok = accept(t, f_new, g_new)
         s = t * d
         y = g_new - st.g

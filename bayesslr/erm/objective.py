@@ -50,17 +50,24 @@ def predict(act: Activation, params: Params, X: Array, mask: Array) -> Array:
     return jnp.sum(act(chi, mask, params["theta"]) * z, axis=-1)
 
 
-def train_loss(act: Activation, params: Params, data: Data) -> Array:
-    """Training loss per sample ``1/(2N) sum_mu (y_mu - f(X_mu))^2``."""
+def train_loss(act: Activation, params: Params, data: Data, weight: Array | None = None) -> Array:
+    """Training loss per sample ``1/(2N) sum_mu (y_mu - f(X_mu))^2``.
+
+    ``weight`` (``(n,)``, zeros and ones) selects the training samples when part of ``data`` is
+    held out for validation; ``N`` is then ``sum(weight)``.
+    """
     r = data.y - predict(act, params, data.X, data.mask)
-    return 0.5 * jnp.mean(r * r)
+    if weight is None:
+        return 0.5 * jnp.mean(r * r)
+    return 0.5 * jnp.sum(weight * r * r) / jnp.sum(weight)
 
 
-def objective(act: Activation, params: Params, data: Data, lam_k: Array, lam_v: Array) -> Array:
+def objective(act: Activation, params: Params, data: Data, lam_k: Array, lam_v: Array,
+              weight: Array | None = None) -> Array:
     """Per-sample objective ``F = S / N`` with ``S`` the spec's regularised empirical risk."""
-    n = data.y.shape[0]
+    n = data.y.shape[0] if weight is None else jnp.sum(weight)
     pen = lam_k * jnp.sum(params["k"] ** 2) + lam_v * jnp.sum(params["v"] ** 2)
-    return train_loss(act, params, data) + 0.5 * pen / n
+    return train_loss(act, params, data, weight) + 0.5 * pen / n
 
 
 def grad_scale(n: int, D: int) -> float:
@@ -110,8 +117,18 @@ class TestErrors(NamedTuple):
 def test_errors(act: Activation, task: TaskConfig, params: Params, teacher: Teacher,
                 test: Data) -> TestErrors:
     """Test errors of ``params`` on the fresh test set ``test`` (spec sections 1 and 3)."""
-    chi_s, z_s = fields(test.X, teacher.k, teacher.v)
-    posterior = location_posterior(task, chi_s, test.mask)
+    chi_s, _ = fields(test.X, teacher.k, teacher.v)
+    return test_errors_given(act, params, teacher, test, location_posterior(task, chi_s,
+                                                                             test.mask))
+
+
+def test_errors_given(act: Activation, params: Params, teacher: Teacher, test: Data,
+                      posterior: Array) -> TestErrors:
+    """:func:`test_errors` with the exact location posterior ``(n, L)`` given.
+
+    Free of the task configuration, so one compiled function serves every ``(variant, nu)``.
+    """
+    _, z_s = fields(test.X, teacher.k, teacher.v)
     target = jnp.take_along_axis(z_s, test.eps[:, None], axis=1)[:, 0]
     f = predict(act, params, test.X, test.mask)
     e = (target - f) ** 2

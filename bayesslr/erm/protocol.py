@@ -42,7 +42,14 @@ import numpy as np
 
 from bayesslr.activations import Activation, get_activation
 from bayesslr.erm.lbfgs import DEFAULT_GTOL, DEFAULT_MAX_ITER, DEFAULT_MEMORY, lbfgs_solve
-from bayesslr.erm.objective import OVERLAP_NAMES, Params, overlaps, predict, test_errors
+from bayesslr.erm.objective import (
+    OVERLAP_NAMES,
+    Params,
+    TestErrors,
+    overlaps,
+    predict,
+    test_errors_given,
+)
 from bayesslr.jaxconfig import Array, PRNGKey
 from bayesslr.task import (
     ConfigError,
@@ -51,6 +58,7 @@ from bayesslr.task import (
     Teacher,
     check_int,
     check_real,
+    location_posterior,
     sample_data,
     sample_teacher,
 )
@@ -230,24 +238,15 @@ def informed_scale(task: TaskConfig) -> float:
     return INFORMED_C_INF if math.isinf(task.c_nu) else float(task.c_nu)
 
 
-def make_start(key: PRNGKey, task: TaskConfig, act: Activation, teacher: Teacher,
-               opts: ERMOptions) -> Params:
-    """One start (see the module docstring); ``key`` is the restart's key."""
+def make_start(key: PRNGKey, task: TaskConfig, teacher: Teacher, init: str, init_noise: float,
+               init_scale: float) -> tuple[Array, Array]:
+    """``(k, v)`` of one start (see the module docstring); ``key`` is the restart's key."""
     kk, kv = jax.random.split(key)
     xi = jax.random.normal(kk, (task.D,))
     zeta = jax.random.normal(kv, (task.D,))
-    if opts.init == "informed":
-        k = informed_scale(task) * teacher.k + opts.init_noise * xi
-        v = teacher.v + opts.init_noise * zeta
-    else:
-        k, v = opts.init_scale * xi, opts.init_scale * zeta
-    return {"k": k, "v": v, "theta": act.init_theta()}
-
-
-def _split_data(data: Data, n_fit: int) -> tuple[Data, Data]:
-    head = Data(*(a[:n_fit] for a in data))
-    tail = Data(*(a[n_fit:] for a in data))
-    return head, tail
+    if init == "informed":
+        return informed_scale(task) * teacher.k + init_noise * xi, teacher.v + init_noise * zeta
+    return init_scale * xi, init_scale * zeta
 
 
 def _seed_keys(seeds: np.ndarray) -> Array:
@@ -255,61 +254,78 @@ def _seed_keys(seeds: np.ndarray) -> Array:
 
 
 # --------------------------------------------------------------------------------------------
-# the jitted core: fit restarts x lam grid for a chunk of seeds
+# jitted pieces. Data and starts are drawn by small task-specific functions; the expensive fit
+# depends only on shapes, the activation and the solver settings, so one compilation serves
+# every (variant, nu, delta) of the same size.
 # --------------------------------------------------------------------------------------------
-def _fit_one_seed(key: PRNGKey, lam_k: Array, lam_v: Array, *, task: TaskConfig,
-                  act: Activation, n_train: int, n_fit: int, opts: ERMOptions):
-    """Fit all ``restarts x len(lam_k)`` members for one seed, keep the best restart per lam."""
-    kt, ktr, _ = jax.random.split(key, 3)
+@partial(jax.jit, static_argnames=("task", "n_train", "start"))
+def _draw_train(keys: Array, *, task: TaskConfig, n_train: int,
+                start: tuple[str, int, float, float]):
+    """Teacher, training data and the ``restarts`` starts ``(k, v)`` of each seed."""
+    init, restarts, init_noise, init_scale = start
+
+    def one(key):
+        kt, ktr, _ = jax.random.split(key, 3)
+        teacher = sample_teacher(kt, task)
+        data = sample_data(ktr, task, teacher, n_train)
+        kinit = jax.random.fold_in(key, 1)
+        starts = jax.vmap(lambda r: make_start(jax.random.fold_in(kinit, r), task, teacher, init,
+                                               init_noise, init_scale))(jnp.arange(restarts))
+        return teacher, data, starts
+
+    return jax.vmap(one)(keys)
+
+
+@partial(jax.jit, static_argnames=("task", "n_test"))
+def _draw_test(key: PRNGKey, *, task: TaskConfig, n_test: int):
+    """Teacher, fresh test data and its exact location posterior for one seed."""
+    kt, _, kte = jax.random.split(key, 3)
     teacher = sample_teacher(kt, task)
-    data = sample_data(ktr, task, teacher, n_train)
-    fit_data, val_data = _split_data(data, n_fit)
-    kinit = jax.random.fold_in(key, 1)
-    starts = jax.vmap(lambda r: make_start(jax.random.fold_in(kinit, r), task, act, teacher,
-                                           opts))(jnp.arange(opts.restarts))
-    G, R = lam_k.shape[0], opts.restarts
-    # members: (G, R) flattened; the data is shared (closed over), the starts and lams batched
+    test = sample_data(kte, task, teacher, n_test)
+    chi_s = test.X @ teacher.k / jnp.sqrt(task.D)
+    return teacher, test, location_posterior(task, chi_s, test.mask)
+
+
+@partial(jax.jit, static_argnames=("act",))
+def _score(params: Params, teacher: Teacher, test: Data, posterior: Array, *, act: Activation):
+    return test_errors_given(act, params, teacher, test, posterior), overlaps(params, teacher)
+
+
+def _fit_one_seed(data: Data, starts: Params, weight: Array, lam_k: Array, lam_v: Array, *,
+                  act: Activation, solver: tuple[int, float, int]):
+    """Fit all ``len(lam_k) x restarts`` members of one seed; keep the best restart per lam."""
+    max_iter, gtol, memory = solver
+    G = lam_k.shape[0]
+    R = jax.tree_util.tree_leaves(starts)[0].shape[0]
+    # members (G, R) flattened; the data is shared (closed over), the starts and lams batched
     p0 = jax.tree_util.tree_map(lambda a: jnp.tile(a, (G,) + (1,) * (a.ndim - 1)), starts)
     lk, lv = jnp.repeat(lam_k, R), jnp.repeat(lam_v, R)
-    solve = partial(lbfgs_solve, act, data=fit_data, max_iter=opts.max_iter, gtol=opts.gtol,
-                    memory=opts.memory)
-    res = jax.vmap(lambda p, a, b: solve(p, lam_k=a, lam_v=b))(p0, lk, lv)
+
+    def solve(p, a, b):
+        return lbfgs_solve(act, p, data, a, b, weight, max_iter=max_iter, gtol=gtol,
+                           memory=memory)
+
+    res = jax.vmap(solve)(p0, lk, lv)
     res = jax.tree_util.tree_map(lambda a: a.reshape((G, R) + a.shape[1:]), res)
     obj = jnp.where(jnp.isfinite(res.objective), res.objective, jnp.inf)
     best = jnp.argmin(obj, axis=1)
     res = jax.tree_util.tree_map(
         lambda a: jnp.take_along_axis(a, best.reshape((G, 1) + (1,) * (a.ndim - 2)), axis=1)[:, 0],
         res)
-    pen = 0.5 * (lam_k * jnp.sum(res.params["k"] ** 2, -1)
-                 + lam_v * jnp.sum(res.params["v"] ** 2, -1)) / n_fit
-    train = res.objective - pen
-    if n_fit < n_train:
-        f = jax.vmap(lambda p: predict(act, p, val_data.X, val_data.mask))(res.params)
-        val = jnp.mean((val_data.y[None, :] - f) ** 2, axis=-1)
-    else:
-        val = jnp.full((G,), jnp.nan)
+    f = jax.vmap(lambda p: predict(act, p, data.X, data.mask))(res.params)  # (G, N)
+    r2 = (data.y[None, :] - f) ** 2
+    train = 0.5 * jnp.sum(weight * r2, -1) / jnp.sum(weight)
+    held = 1.0 - weight
+    val = jnp.where(jnp.sum(held) > 0, jnp.sum(held * r2, -1) / jnp.maximum(jnp.sum(held), 1.0),
+                    jnp.nan)
     return res, train, val
 
 
-@partial(jax.jit, static_argnames=("task", "act", "n_train", "n_fit", "opts"))
-def _fit_chunk(keys: Array, lam_k: Array, lam_v: Array, *, task: TaskConfig, act: Activation,
-               n_train: int, n_fit: int, opts: ERMOptions):
-    f = partial(_fit_one_seed, task=task, act=act, n_train=n_train, n_fit=n_fit, opts=opts)
-    return jax.vmap(f, in_axes=(0, None, None))(keys, lam_k, lam_v)
-
-
-@partial(jax.jit, static_argnames=("task", "act", "n_test"))
-def _evaluate(keys: Array, params: Params, *, task: TaskConfig, act: Activation, n_test: int):
-    """Test errors and overlaps per seed; seeds one after another (``lax.map``) to bound memory."""
-
-    def one(args):
-        key, p = args
-        kt, _, kte = jax.random.split(key, 3)
-        teacher = sample_teacher(kt, task)
-        test = sample_data(kte, task, teacher, n_test)
-        return test_errors(act, task, p, teacher, test), overlaps(p, teacher)
-
-    return jax.lax.map(one, (keys, params))
+@partial(jax.jit, static_argnames=("act", "solver"))
+def _fit_chunk(data: Data, starts: Params, weight: Array, lam_k: Array, lam_v: Array, *,
+               act: Activation, solver: tuple[int, float, int]):
+    f = partial(_fit_one_seed, act=act, solver=solver)
+    return jax.vmap(f, in_axes=(0, 0, None, None, None))(data, starts, weight, lam_k, lam_v)
 
 
 def fit_seeds(task: TaskConfig, activation: str, n_train: int, seeds: Any, lam_k: Any,
@@ -319,8 +335,9 @@ def fit_seeds(task: TaskConfig, activation: str, n_train: int, seeds: Any, lam_k
 
     Returns the raw batched results: a :class:`~bayesslr.erm.lbfgs.SolverResult` with leading
     axes ``(seed, lam)``, the training loss ``(seed, lam)`` and the validation risk
-    ``(seed, lam)`` on the held-out samples ``n_fit..n_train`` (NaN when none are held out). This
-    is the building block of :func:`erm_fit` and of the ``lam``-grid benchmark.
+    ``mean (y - f)^2`` ``(seed, lam)`` on the held-out samples ``n_fit..n_train`` (NaN when none
+    are held out). This is the building block of :func:`erm_fit` and of the ``lam``-grid
+    benchmark.
     """
     opts = (opts or ERMOptions()).check()
     act = get_activation(activation)
@@ -335,6 +352,8 @@ def fit_seeds(task: TaskConfig, activation: str, n_train: int, seeds: Any, lam_k
                           "allowed: the same number")
     for lam in np.asarray(lam_k).tolist() + np.asarray(lam_v).tolist():
         check_real("lam", lam, low=0.0)
+    weight = (jnp.arange(n_train) < n_fit).astype(lam_k.dtype)
+    solver = (opts.max_iter, opts.gtol, opts.memory)
     per_seed = 4.0 * 3 * n_train * task.L_max * task.D  # X, its masked copy, slack
     chunk = int(max(1, min(len(seeds), opts.max_batch_bytes // per_seed)))
     n_chunks = -(-len(seeds) // chunk)
@@ -343,10 +362,32 @@ def fit_seeds(task: TaskConfig, activation: str, n_train: int, seeds: Any, lam_k
     outs = []
     for c in range(n_chunks):
         keys = _seed_keys(padded[c * chunk:(c + 1) * chunk])
-        outs.append(_fit_chunk(keys, lam_k, lam_v, task=task, act=act, n_train=n_train,
-                               n_fit=n_fit, opts=opts))
-    out = jax.tree_util.tree_map(lambda *a: np.concatenate(a)[:len(seeds)], *outs)
-    return out
+        _, data, (k0, v0) = _draw_train(
+            keys, task=task, n_train=n_train,
+            start=(opts.init, opts.restarts, opts.init_noise, opts.init_scale))
+        theta0 = jnp.broadcast_to(act.init_theta(), k0.shape[:2] + (act.n_params,))
+        starts = {"k": k0, "v": v0, "theta": theta0}
+        outs.append(jax.tree_util.tree_map(np.asarray, _fit_chunk(
+            data, starts, weight, lam_k, lam_v, act=act, solver=solver)))
+        del data
+    return jax.tree_util.tree_map(lambda *a: np.concatenate(a)[:len(seeds)], *outs)
+
+
+def evaluate(task: TaskConfig, activation: str, seeds: Any, params: Params,
+             n_test: int) -> tuple[TestErrors, dict[str, np.ndarray]]:
+    """Test errors on fresh data and overlaps of ``params`` (leading axis: seed), seed by seed."""
+    act = get_activation(activation)
+    seeds = np.atleast_1d(np.asarray(seeds, dtype=np.int64))
+    errs, ovs = [], []
+    for i, key in enumerate(_seed_keys(seeds)):
+        teacher, test, post = _draw_test(key, task=task, n_test=n_test)
+        p = jax.tree_util.tree_map(lambda a, i=i: jnp.asarray(a[i]), params)
+        e, o = _score(p, teacher, test, post, act=act)
+        errs.append(e)
+        ovs.append(o)
+        del test
+    stack = lambda xs: jax.tree_util.tree_map(lambda *a: np.stack(a), *xs)  # noqa: E731
+    return stack(errs), stack(ovs)
 
 
 def erm_fit(task: TaskConfig, activation: str, n_train: int, lam: float | str, *,
@@ -387,9 +428,7 @@ def erm_fit(task: TaskConfig, activation: str, n_train: int, lam: float | str, *
         lam = check_real("lam", lam, low=0.0)
     res, train, _ = fit_seeds(task, activation, n_train, seeds, lam, opts=opts)
     res = jax.tree_util.tree_map(lambda a: a[:, 0], res)
-    errs, ov = _evaluate(_seed_keys(seeds), jax.tree_util.tree_map(jnp.asarray, res.params),
-                         task=task, act=act, n_test=opts.n_test)
-    errs = jax.tree_util.tree_map(np.asarray, errs)
+    errs, ov = evaluate(task, activation, seeds, res.params, opts.n_test)
     theta = np.asarray(res.params["theta"])
     return ERMResult(
         seeds=seeds, lam=float(lam), test_error=errs.test_error, test_se=errs.test_se,
