@@ -117,7 +117,8 @@ def _erm_point(r, extra: dict[str, Any]) -> dict[str, Any]:
     d = r.to_dict()
     keep = ("alpha", "lam_k", "lam_v", "test_error", "test_stderr", *_ORDER, "mh_k", "qh_k",
             "Vh_k", "mh_v", "qh_v", "Vh_v", "Vh_k_stein", "Vh_v_stein", "Vh_k_hessian",
-            "Vh_v_hessian", "vh_gap_k", "vh_gap_v", "train_loss", "objective", "off_branch",
+            "Vh_v_hessian", "vh_gap_k", "vh_gap_v", "vh_gap_k_se", "vh_gap_v_se",
+            "train_loss", "objective", "off_branch",
             "prox_unconverged", "converged", "iterations", "residual", "reason", "start",
             "runtime_s")
     return {k: d[k] for k in keep} | extra
@@ -131,11 +132,11 @@ def bayes(
     delta: str = typer.Option("0", help="Label-noise variance Delta >= 0 (at 0, m_v is "
                                         "clipped below 1)."),
     alpha: str = typer.Option("1,2,5,20", help="alpha > 0: comma list or start:stop:num."),
-    samples: str = typer.Option("50000", help="Channel samples (common random numbers)."),
+    samples: str = typer.Option("20000", help="Channel samples (common random numbers)."),
     test_samples: str = typer.Option("200000", "--test-samples",
                                      help="Samples of the test-error expectation."),
     seed: str = typer.Option("0", help="Seed of the channel samples."),
-    gh_nodes: str = typer.Option("1000", "--gh-nodes",
+    gh_nodes: str = typer.Option("512", "--gh-nodes",
                                  help="Gauss-Hermite nodes (max variant, finite nu)."),
     continuation: bool = typer.Option(True, "--continuation/--no-continuation",
                                       help="Warm-start each alpha from its neighbour."),

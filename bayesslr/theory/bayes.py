@@ -57,7 +57,7 @@ from bayesslr.theory.channel import ChannelSamples, sample_channel
 from bayesslr.theory.solver import SolverOptions, continuation, solve_fixed_point
 
 BAYES_STARTS: tuple[str, ...] = ("informed", "uninformed")
-GH_1D_NODES = 64
+GH_1D_NODES = 20
 
 
 @dataclass(frozen=True)
@@ -80,10 +80,10 @@ class BayesTheoryOptions:
         Damping, tolerance, caps and watchdog.
     """
 
-    samples: int = 50_000
+    samples: int = 20_000
     seed: int = 0
     test_samples: int = 200_000
-    gh_nodes: int = 1000
+    gh_nodes: int = 512
     m_clip: float = 1e-6
     solver: SolverOptions = field(default_factory=lambda: SolverOptions(tol=1e-6, max_iter=2000))
 

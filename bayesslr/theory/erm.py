@@ -122,6 +122,8 @@ class ErmTheoryResult:
         Both ``Vh`` forms at the fixed point.
     vh_gap_k, vh_gap_v : float
         Hessian minus Stein-free ``Vh`` (MC noise plus the missed branch-jump term).
+    vh_gap_k_se, vh_gap_v_se : float
+        Monte Carlo standard errors of the gaps.
     test_error, test_stderr : float
         Population excess error at the overlaps and its Monte Carlo standard error.
     train_loss, train_loss_se : float
@@ -174,6 +176,8 @@ class ErmTheoryResult:
     Vh_v_hessian: float
     vh_gap_k: float
     vh_gap_v: float
+    vh_gap_k_se: float
+    vh_gap_v_se: float
     test_error: float
     test_stderr: float
     train_loss: float
@@ -262,6 +266,8 @@ def make_update(task: TaskConfig, act: Activation, alpha: float, lam_k: float, l
             "train_loss_se": mom["loss_se"],
             "off_branch": mom["off_branch"],
             "prox_unconverged": mom["unconverged"],
+            "vh_gap_k_se": alpha * mom["gap_k_se"],
+            "vh_gap_v_se": alpha * mom["gap_v_se"],
         }
         new = []
         for a, lam in (("k", lam_k), ("v", lam_v)):
@@ -346,6 +352,7 @@ def _finish(task, act, alpha, lam_k, lam_v, opt, fp: FixedPointResult, start_nam
         Vh_k_hessian=g("Vh_k_hessian", nan), Vh_v_hessian=g("Vh_v_hessian", nan),
         vh_gap_k=g("Vh_k_hessian", nan) - g("Vh_k_stein", nan),
         vh_gap_v=g("Vh_v_hessian", nan) - g("Vh_v_stein", nan),
+        vh_gap_k_se=g("vh_gap_k_se", nan), vh_gap_v_se=g("vh_gap_v_se", nan),
         test_error=test, test_stderr=test_se, train_loss=train,
         train_loss_se=g("train_loss_se", nan), objective=objective,
         off_branch=g("off_branch", nan), prox_unconverged=g("prox_unconverged", nan),

@@ -70,7 +70,8 @@ def bayes_options(options: Mapping[str, Any], seed: int) -> BayesTheoryOptions:
 
 _ERM_OUT = ("m_k", "q_k", "V_k", "m_v", "q_v", "V_v", "mh_k", "qh_k", "Vh_k", "mh_v", "qh_v",
             "Vh_v", "Vh_k_stein", "Vh_v_stein", "Vh_k_hessian", "Vh_v_hessian", "vh_gap_k",
-            "vh_gap_v", "train_loss", "objective", "off_branch", "prox_unconverged",
+            "vh_gap_v", "vh_gap_k_se", "vh_gap_v_se", "train_loss", "objective", "off_branch",
+            "prox_unconverged",
             "iterations", "residual", "samples", "vh_form", "start", "reason")
 
 
