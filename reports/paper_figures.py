@@ -63,13 +63,12 @@ if rows:
 # ERM softmax, then ERM linear.
 
 # %%
+present = {m for f in ("bayes_sampling", "theory_bayes", "erm", "theory_erm")
+           for m in methods_of(ds, f)}
+
+
 def first_present(*names):
-    for n in names:
-        if n in ds["method"].values.tolist() and n.split(":")[0] in {
-                f for f in ("bayes_sampling", "theory_bayes", "erm", "theory_erm")
-                if methods_of(ds, f)}:
-            return n
-    return None
+    return next((n for n in names if n in present), None)
 
 
 trio = [first_present("bayes_sampling", "theory_bayes"),
