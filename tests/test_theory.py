@@ -1,0 +1,210 @@
+"""Finite-alpha theory (spec section 5): solver contract, Bayes state evolution, CLI, registry.
+
+Tolerances come from Monte Carlo standard errors (``4 se``) or from closed forms. The ERM fixed
+point (one multi-start proximal compile per activation) is tested in ``test_theory_erm.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from bayesslr.cli import app
+from bayesslr.methods import Cell, run_cell
+from bayesslr.population import bayes_risk
+from bayesslr.task import make_task
+from bayesslr.theory import bayes as tb
+from bayesslr.theory.solver import SolverOptions, continuation, solve_fixed_point
+
+SPIKED = make_task("spiked", 3, 2.0, 0.0, 1)
+
+
+# ----------------------------------------------------------------------------------------------
+# solver contract
+# ----------------------------------------------------------------------------------------------
+def test_solver_converges_on_a_contraction():
+    r = solve_fixed_point(lambda x: (np.cos(x), {"k": 1}), [1.0], SolverOptions(tol=1e-10))
+    assert r.converged and r.reason == "converged"
+    assert abs(r.x[0] - 0.7390851332151607) < 1e-9
+    assert r.history[-1] < 1e-10 and len(r.history) == r.iterations
+    assert r.aux == {"k": 1}
+
+
+@pytest.mark.parametrize("update, reason", [
+    (lambda x: (x + 1.0, {}), "max_iter"),
+    (lambda x: (np.full_like(x, np.nan), {}), "non-finite"),
+    (lambda x: (_ for _ in ()).throw(FloatingPointError("overflow")), "error"),
+])
+def test_solver_failure_is_nan_with_flag_never_an_exception(update, reason):
+    r = solve_fixed_point(update, [1.0, 2.0], SolverOptions(max_iter=5))
+    assert not r.converged and r.reason.startswith(reason)
+    assert np.all(np.isnan(r.x))
+    assert np.all(np.isfinite(r.x_last))
+
+
+def test_solver_watchdog_abandons_a_hung_update():
+    def slow(x):
+        time.sleep(5.0)
+        return x, {}
+
+    t0 = time.perf_counter()
+    r = solve_fixed_point(slow, [0.5], SolverOptions(call_timeout_s=0.2))
+    assert time.perf_counter() - t0 < 2.0
+    assert not r.converged and r.reason == "watchdog" and np.isnan(r.x[0])
+
+
+@pytest.mark.parametrize("descending", [False, True])
+def test_continuation_warm_starts_from_the_converged_neighbour(descending):
+    seen = []
+
+    class R:
+        def __init__(self, x, converged):
+            self.x, self.converged = x, converged
+
+    def solve_at(alpha, x0):
+        seen.append((alpha, None if x0 is None else float(x0[0])))
+        return R(np.array([alpha]), alpha != 2.0)  # alpha = 2 fails: its neighbour is skipped
+
+    out = continuation(solve_at, [3.0, 1.0, 2.0], None, descending=descending)
+    assert [o.x[0] for o in out] == [3.0, 1.0, 2.0]  # input order
+    expected = ([(1.0, None), (2.0, 1.0), (3.0, 1.0)] if not descending
+                else [(3.0, None), (2.0, 3.0), (1.0, 3.0)])
+    assert seen == expected
+
+
+# ----------------------------------------------------------------------------------------------
+# Bayes-optimal state evolution
+# ----------------------------------------------------------------------------------------------
+BAYES_OPT = tb.BayesTheoryOptions(samples=20_000, test_samples=100_000)
+
+
+def test_bayes_L1_matches_the_closed_form():
+    """L = 1: the key is a Gaussian mean problem, ``m_k = alpha nu / (1 + alpha nu)`` exactly;
+    the value is Bayes linear regression, ``m_v (Delta + 1 - m_v) = alpha (1 - m_v)``, whose
+    only Monte Carlo input is a chi-square mean (relative se ``sqrt(2/n)``)."""
+    nu, delta, alpha = 2.0, 0.5, 3.0
+    task = make_task("spiked", 1, nu, delta, 1)
+    r = tb.solve_bayes(task, alpha, BAYES_OPT)
+    assert r.converged
+    assert abs(r.m_k - alpha * nu / (1 + alpha * nu)) < 1e-5
+
+    def m_of(a):
+        b = delta + 1 + a
+        return (b - math.sqrt(b * b - 4 * a)) / 2
+
+    dm = (m_of(alpha * 1.001) - m_of(alpha * 0.999)) / 0.002  # d m / d log alpha
+    se = math.sqrt(2 / BAYES_OPT.samples) * abs(dm)
+    assert abs(r.m_v - m_of(alpha)) < 4 * se + 1e-5
+
+
+@pytest.fixture(scope="module")
+def spiked_curve():
+    alphas = [0.5, 1.0, 2.0, 5.0, 20.0, 100.0]
+    return alphas, tb.bayes_curve(SPIKED, alphas, BAYES_OPT)
+
+
+def test_bayes_curve_decreases_and_converges_to_the_bayes_risk(spiked_curve):
+    alphas, pts = spiked_curve
+    assert all(p.best.converged for p in pts)
+    err = np.array([p.best.test_error for p in pts])
+    se = np.array([p.best.test_stderr for p in pts])
+    # common random numbers: differences are far more precise than se; 4 se is conservative
+    assert np.all(np.diff(err) < 4 * np.hypot(se[1:], se[:-1]))
+    br = bayes_risk(SPIKED, samples=200_000)
+    assert np.all(err > br.excess_risk - 4 * np.hypot(se, br.stderr))
+    # on the same test samples the m -> 1 limit is the Bayes risk: the gap shrinks to zero
+    tch = tb._channel64(SPIKED, BAYES_OPT.test_samples, BAYES_OPT.seed + 1)
+    with jax.enable_x64(True):
+        limit = float(tb.test_terms(tb._make_static(SPIKED), tch, 1.0, 1.0,
+                                    tb._quad(SPIKED, BAYES_OPT))["test_error"])
+    assert abs(limit - br.excess_risk) < 4 * math.hypot(se[-1], br.stderr)
+    gap = err - limit
+    assert np.all(gap > 0) and np.all(np.diff(gap) < 0)
+    assert gap[-1] < 0.1 * gap[2]
+
+
+def test_bayes_both_starts_and_free_entropy_verdict(spiked_curve):
+    _, pts = spiked_curve
+    for p in pts:
+        assert p.informed.converged and p.uninformed.converged
+        assert p.best is (p.informed if p.informed.free_entropy > p.uninformed.free_entropy
+                          else p.uninformed)
+        assert p.hard_phase == (p.branches_differ and p.best is p.informed)
+        assert abs(p.best.nishimori_gap) < 4 * p.best.test_stderr + 1e-3
+
+
+def test_free_entropy_derivative_is_the_state_evolution_conjugate():
+    """``2 alpha dPsi_out/dm_a = alpha E|g_a|^2`` (what makes Phi stationary at the fixed
+    point), checked per sample on common random numbers at a non-fixed point."""
+    task = make_task("spiked", 3, 2.0, 0.3, 1)
+    ch = tb._channel64(task, 20_000, 3)
+    st = tb._make_static(task)
+    m = np.array([0.4, 0.6])
+    h = 1e-5
+    with jax.enable_x64(True):
+        quad = tb._quad(task, BAYES_OPT)
+
+        def rows(mk, mv):
+            w_k, w_v = tb._fields(ch, mk, mv)
+            return np.asarray(tb._log_zout(st, w_k, w_v, 1 - mk, 1 - mv, ch.y, ch.mask,
+                                           ch.length, quad))
+
+        def g2(mk, mv):
+            w_k, w_v = tb._fields(ch, mk, mv)
+
+            def tot(a, b):
+                return jnp.sum(tb._log_zout(st, a, b, 1 - mk, 1 - mv, ch.y, ch.mask, ch.length,
+                                            quad))
+            gk, gv = jax.grad(tot, argnums=(0, 1))(w_k, w_v)
+            return np.sum(np.asarray(gk) ** 2, -1), np.sum(np.asarray(gv) ** 2, -1)
+
+        gk2, gv2 = g2(*m)
+        d_k = (rows(m[0] + h, m[1]) - rows(m[0] - h, m[1])) / (2 * h)
+        d_v = (rows(m[0], m[1] + h) - rows(m[0], m[1] - h)) / (2 * h)
+    for d, g in ((d_k, gk2), (d_v, gv2)):
+        diff = 2 * d - g
+        assert abs(diff.mean()) < 4 * diff.std() / math.sqrt(len(diff))
+
+
+@pytest.mark.slow
+def test_bayes_max_argmax_curve():
+    """Max-SLR at ``nu = inf`` (Bayes risk 0): decreasing to zero, both starts converge."""
+    task = make_task("max", 3, math.inf, 0.1, 1)
+    opt = tb.BayesTheoryOptions(samples=4000, test_samples=20_000)
+    pts = tb.bayes_curve(task, [1.0, 3.0, 10.0], opt)
+    err = np.array([p.best.test_error for p in pts])
+    se = np.array([p.best.test_stderr for p in pts])
+    assert all(p.best.converged for p in pts)
+    assert np.all(np.diff(err) < 4 * np.hypot(se[1:], se[:-1]))
+    assert np.all(err > -4 * se)
+
+
+# ----------------------------------------------------------------------------------------------
+# CLI and registry
+# ----------------------------------------------------------------------------------------------
+def test_cli_theory_bayes_json():
+    res = CliRunner().invoke(app, ["theory", "bayes", "--variant", "spiked", "--L", "3", "--nu",
+                                   "2", "--delta", "0", "--alpha", "1,2", "--samples", "2000",
+                                   "--test-samples", "2000", "--json"])
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.output)
+    assert [p["alpha"] for p in d["points"]] == [1.0, 2.0]
+    for p in d["points"]:
+        for key in ("test_error", "m_k", "q_k", "V_k", "m_v", "q_v", "V_v", "converged",
+                    "iterations", "free_entropy", "hard_phase"):
+            assert key in p
+    assert d["samples"] == 2000 and "hard_phase_alpha" in d
+
+
+def test_registry_theory_bayes_cell():
+    out = run_cell(Cell(method="theory_bayes", alpha=2.0,
+                        options={"samples": 2000, "test_samples": 2000}))
+    assert out["converged"] and 0 < out["test_error"] < 1
+    assert out["q_k"] == out["m_k"] and "hard_phase" in out
