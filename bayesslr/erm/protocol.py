@@ -168,6 +168,8 @@ class ERMResult:
     lam_grid, val_risk, val_se : ndarray or None
         Under ``lam = "auto"``: the grid, the validation risk (mean over seeds) and its standard
         error over seeds, per grid point.
+    params : dict of str to ndarray or None
+        The fitted ``k`` ``(seeds, D)``, ``v`` ``(seeds, D)`` and ``theta`` ``(seeds, P)``.
     runtime_s : float
         Wall time of the call, compilation included.
     options : ERMOptions
@@ -192,6 +194,7 @@ class ERMResult:
     lam_grid: np.ndarray | None = None
     val_risk: np.ndarray | None = None
     val_se: np.ndarray | None = None
+    params: dict[str, np.ndarray] | None = None
     runtime_s: float = 0.0
     options: ERMOptions = field(default_factory=ERMOptions)
 
@@ -438,7 +441,8 @@ def erm_fit(task: TaskConfig, activation: str, n_train: int, lam: float | str, *
         theta={n: theta[:, i] for i, n in enumerate(act.param_names)},
         iterations=np.asarray(res.iterations), converged=np.asarray(res.converged),
         grad_norm=np.asarray(res.grad_norm), start=opts.init, lam_grid=grid,
-        val_risk=val_risk, val_se=val_se, runtime_s=time.perf_counter() - t0, options=opts)
+        val_risk=val_risk, val_se=val_se, params={k: np.asarray(v) for k, v in res.params.items()},
+        runtime_s=time.perf_counter() - t0, options=opts)
 
 
 def select_lam(task: TaskConfig, activation: str, n_train: int, seeds: Any,
