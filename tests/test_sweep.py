@@ -151,6 +151,13 @@ def test_cli_bad_configs_exit_2_and_touch_nothing(tmp_path, capsys, plugin):
     err = capsys.readouterr().err.strip()
     assert e.value.code == 2 and len(err.splitlines()) == 1 and "notes.txt" in err
     assert snapshot(out) == before
+    # a scheduler nobody listens at: refused before the (new) directory is created
+    with pytest.raises(SystemExit) as e:
+        main(["run", "--config", str(good), "--out", str(tmp_path / "fresh"), "--scheduler",
+              "tcp://127.0.0.1:1", "--quiet"])
+    err = capsys.readouterr().err.strip()
+    assert e.value.code == 2 and "cannot be reached" in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "fresh").exists()
     assert len(executions(plugin)) == n_exec
 
 

@@ -114,11 +114,19 @@ def _remote_cell(cell: Cell, plugins: tuple[str, ...]) -> CellRecord:
 
 
 class Executor(Protocol):
-    """Runs cells and hands each finished record to ``on_done`` (in the calling thread)."""
+    """Runs cells and hands each finished record to ``on_done`` (in the calling thread).
+
+    :meth:`open` acquires the resources (a cluster connection) and may raise
+    :class:`~bayesslr.task.ConfigError`; the runner calls it before writing anything.
+    """
 
     name: str
 
+    def open(self) -> None: ...
+
     def run(self, cells: Sequence[Cell], on_done: OnDone) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class InProcessExecutor:
@@ -126,9 +134,38 @@ class InProcessExecutor:
 
     name = "in-process"
 
+    def open(self) -> None:
+        return None
+
     def run(self, cells: Sequence[Cell], on_done: OnDone) -> None:
         for cell in cells:
             on_done(execute_cell(cell))
+
+    def close(self) -> None:
+        return None
+
+
+def _probe(address: str, timeout: float = 5.0) -> None:
+    """Fail fast (ConfigError) when nothing listens at a ``tcp://host:port`` scheduler address
+    (dask's own client would retry for its whole timeout)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    if not address.startswith("tcp://"):
+        return
+    parts = urlsplit(address)
+    try:
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        host, port = None, None
+    if not host or port is None:
+        raise ConfigError(f"scheduler={address!r} is not an address; allowed: tcp://host:port")
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            pass
+    except OSError as exc:
+        raise ConfigError(f"scheduler={address!r} cannot be reached ({exc.strerror or exc})"
+                          ) from None
 
 
 class DaskExecutor:
@@ -149,63 +186,68 @@ class DaskExecutor:
         self.workers = workers
         self.scheduler = scheduler
         self.name = f"dask ({workers} local workers)" if workers else f"dask ({scheduler})"
+        self._client = None
+        self._cluster = None
 
-    @contextlib.contextmanager
-    def _client(self) -> Iterator[object]:
+    _CONFIG = {"distributed.worker.multiprocessing-method": "spawn",
+               "distributed.worker.daemon": False,
+               "distributed.admin.system-monitor.gil.enabled": False,
+               "logging.distributed": "error"}
+
+    def open(self) -> None:
+        """Connect to the scheduler, or start the local cluster (workers are spawned)."""
         import dask
         from distributed import Client, LocalCluster
 
-        with dask.config.set({"distributed.worker.multiprocessing-method": "spawn",
-                              "distributed.worker.daemon": False,
-                              "distributed.admin.system-monitor.gil.enabled": False,
-                              "logging.distributed": "error"}):
+        if self._client is not None:
+            return
+        with dask.config.set(self._CONFIG):
             if self.scheduler is not None:
+                _probe(self.scheduler)
                 try:
-                    client = Client(self.scheduler, timeout="20s")
+                    self._client = Client(self.scheduler, timeout="20s")
                 except (OSError, TimeoutError) as exc:
                     raise ConfigError(f"scheduler={self.scheduler!r} cannot be reached ({exc})"
                                       ) from None
-                try:
-                    yield client
-                finally:
-                    client.close()
                 return
-            cluster = LocalCluster(n_workers=self.workers, threads_per_worker=1, processes=True,
-                                   host="127.0.0.1", scheduler_port=0, dashboard_address=None,
-                                   silence_logs=40)
-            try:
-                client = Client(cluster)
-                try:
-                    yield client
-                finally:
-                    client.close()
-            finally:
-                cluster.close()
+            self._cluster = LocalCluster(n_workers=self.workers, threads_per_worker=1,
+                                         processes=True, host="127.0.0.1", scheduler_port=0,
+                                         dashboard_address=None, silence_logs=40)
+            self._client = Client(self._cluster)
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+        if self._cluster is not None:
+            self._cluster.close()
+            self._cluster = None
 
     def run(self, cells: Sequence[Cell], on_done: OnDone) -> None:
         from distributed import as_completed
 
         from bayesslr.sweep.config import cell_key
 
+        self.open()
+        client = self._client
         plugins = plugin_names()
-        with self._client() as client:
-            futures = {}
-            for cell in cells:
-                fut = client.submit(_remote_cell, cell, plugins, pure=False,
-                                    key=f"cell-{cell_key(cell)}")
-                futures[fut.key] = (fut, cell)
-            try:
-                for fut in as_completed([f for f, _ in futures.values()]):
-                    cell = futures[fut.key][1]
-                    try:
-                        rec = fut.result()
-                    except Exception as exc:  # worker died (KilledWorker) or lost
-                        text = " ".join(f"{type(exc).__name__}: {exc}".split())
-                        rec = CellRecord(cell, "failed", {}, text[:MAX_ERROR_CHARS])
-                    on_done(rec)
-                    fut.release()
-            finally:
-                client.cancel([f for f, _ in futures.values()])
+        futures = {}
+        for cell in cells:
+            fut = client.submit(_remote_cell, cell, plugins, pure=False,
+                                key=f"cell-{cell_key(cell)}")
+            futures[fut.key] = (fut, cell)
+        try:
+            for fut in as_completed([f for f, _ in futures.values()]):
+                cell = futures[fut.key][1]
+                try:
+                    rec = fut.result()
+                except Exception as exc:  # worker died (KilledWorker) or lost
+                    text = " ".join(f"{type(exc).__name__}: {exc}".split())
+                    rec = CellRecord(cell, "failed", {}, text[:MAX_ERROR_CHARS])
+                on_done(rec)
+                fut.release()
+        finally:
+            client.cancel([f for f, _ in futures.values()])
 
 
 def make_executor(workers: int | None, scheduler: str | None) -> Executor:

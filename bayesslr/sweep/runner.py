@@ -3,8 +3,9 @@
 Order of events (the guarantees of ``bayesslr run``):
 
 1. everything is validated first (config, methods, output path, the config already stored in
-   the directory); a failure raises :class:`~bayesslr.task.ConfigError` and nothing is written;
-2. the directory is prepared, finished cells are read back and skipped;
+   the directory, the cluster connection); a failure raises
+   :class:`~bayesslr.task.ConfigError` and nothing is written;
+2. finished cells are read back and skipped, the directory is prepared;
 3. the remaining cells run on the executor; each is written atomically as it arrives;
 4. the dataset is assembled from every finished cell and written atomically.
 """
@@ -70,20 +71,24 @@ def run_sweep(cfg: SweepConfig, out: str | Path, executor: Executor | None = Non
     """
     executor = executor or InProcessExecutor()
     store = prepare_run(cfg, out, force=force)
-    store.prepare(cfg)
-    todo, done = store.pending(cfg.cells)
+    todo, done = store.pending(cfg.cells)  # read-only
     reused = len(done)
     records: dict[str, CellRecord] = dict(done)
-
-    with SweepProgress(len(cfg.cells), reused, cfg.name, enabled=progress) as bar:
-        def on_done(rec: CellRecord) -> None:
-            store.write(rec)
-            records[rec.key] = rec
-            bar.advance(failed=rec.status != "ok")
-
-        with interrupt_on_signals():
+    with interrupt_on_signals():
+        try:
             if todo:
-                executor.run(todo, on_done)
+                executor.open()  # a cluster that cannot be reached fails before any write
+            store.prepare(cfg)
+            with SweepProgress(len(cfg.cells), reused, cfg.name, enabled=progress) as bar:
+                def on_done(rec: CellRecord) -> None:
+                    store.write(rec)
+                    records[rec.key] = rec
+                    bar.advance(failed=rec.status != "ok")
+
+                if todo:
+                    executor.run(todo, on_done)
+        finally:
+            executor.close()
 
     ordered = [records[cell_key(c)] for c in cfg.cells if cell_key(c) in records]
     ds = build_dataset(cfg, ordered)
