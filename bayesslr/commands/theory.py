@@ -59,6 +59,9 @@ def erm(
     lam_v: str = typer.Option(None, "--lam-v", help="Penalty on v if different from --lam."),
     activation: str = typer.Option("softmax", help=f"One of: {', '.join(ERM_ACTIVATIONS)}."),
     start: str = typer.Option("informed", help="informed, uninformed or both."),
+    sweep: str = typer.Option("both", help="Continuation over an alpha list: both "
+                                           "(upwards and downwards, lowest objective kept) "
+                                           "or up."),
     samples: str = typer.Option("20000", help="Channel samples (common random numbers)."),
     test_samples: str = typer.Option("200000", "--test-samples",
                                      help="Monte Carlo size of the test-error formula."),
@@ -78,6 +81,8 @@ def erm(
     starts = STARTS if start == "both" else (start,)
     if start != "both" and start not in STARTS:
         raise ConfigError(f"start={start!r} is unknown; allowed: informed, uninformed or both")
+    if sweep not in ("both", "up"):
+        raise ConfigError(f"sweep={sweep!r} is unknown; allowed: both or up")
     task = _task(variant, L, nu, delta)
     alphas = parse_grid("alpha", alpha, low=0.0, low_open=True)
     opt: ErmTheoryOptions = erm_options(
@@ -103,7 +108,8 @@ def erm(
         return
     lam_k_v = parse_float("lam", lam, low=0.0)
     lam_v_v = lam_k_v if lam_v is None else parse_float("lam_v", lam_v, low=0.0)
-    best, sweeps = erm_curve(task, activation, alphas, lam_k_v, lam_v_v, opt, starts=starts)
+    best, sweeps = erm_curve(task, activation, alphas, lam_k_v, lam_v_v, opt, starts=starts,
+                             both_directions=sweep == "both")
     points = []
     for i, r in enumerate(best):
         branches = {name: {"test_error": s[i].test_error, "objective": s[i].objective,
