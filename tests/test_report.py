@@ -44,7 +44,7 @@ def results(tmp_path_factory):
 
 
 def test_all_figures_written_as_png_and_pdf(results):
-    written, skipped = write_report(results)
+    written, skipped = write_report(results, dpi=50)
     assert skipped == []
     assert {p.name for p in written} == {f"{n}.{e}" for n in FIGURES for e in ("png", "pdf")}
     assert all(p.stat().st_size > 1000 for p in written)

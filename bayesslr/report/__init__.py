@@ -33,9 +33,10 @@ def load_results(path: str | Path) -> xr.Dataset:
 
 
 def write_report(results: str | Path, out: str | Path | None = None, *,
-                 formats: Sequence[str] = ("png", "pdf")
+                 formats: Sequence[str] = ("png", "pdf"), dpi: int = 150
                  ) -> tuple[list[Path], list[tuple[str, str]]]:
-    """Write the figures of ``results``; returns (files written, [(figure, why skipped)])."""
+    """Write the figures of ``results`` (raster ones at ``dpi``); returns (files written,
+    [(figure, why skipped)])."""
     ds = load_results(results)
     out_dir = Path(out) if out is not None else (
         Path(results) / "figures" if Path(results).is_dir() else Path(results).parent / "figures")
@@ -50,6 +51,6 @@ def write_report(results: str | Path, out: str | Path | None = None, *,
             continue
         for fmt in formats:
             path = out_dir / f"{name}.{fmt}"
-            fig.savefig(path, dpi=150)
+            fig.savefig(path, dpi=dpi)
             written.append(path)
     return written, skipped
