@@ -23,7 +23,7 @@ import xarray as xr
 from bayesslr.cli import main
 from bayesslr.sweep.config import cell_key, parse_config
 from bayesslr.sweep.dataset import comparable
-from bayesslr.sweep.executors import DaskExecutor, load_plugins
+from bayesslr.sweep.executors import load_plugins
 from bayesslr.sweep.runner import run_sweep
 from bayesslr.sweep.storage import ResultStore
 from bayesslr.task import ConfigError
@@ -47,6 +47,17 @@ def tiny(**over) -> dict:
                      "nu": [1.0, "inf"]}]}
     raw.update(over)
     return raw
+
+
+TINY_TOML = """name = "tiny"
+[defaults]
+seeds = [0, 1]
+variant = "max"
+[[grid]]
+methods = ["sweeptest:a", "sweeptest:b"]
+alpha = [1, 2.5]
+nu = [1.0, "inf"]
+"""
 
 
 def write_toml(path: Path, text: str) -> Path:
@@ -232,13 +243,18 @@ def test_resume_recomputes_only_missing_unreadable_and_failed(tmp_path, plugin):
 @pytest.mark.slow
 def test_dask_two_workers_equals_in_process(tmp_path, plugin):
     """Same config and seeds: identical datasets from a 2-process LocalCluster and in-process."""
-    cfg = parse_config(tiny())
-    a = run_sweep(cfg, tmp_path / "inproc", progress=False)
-    b = run_sweep(cfg, tmp_path / "dask", DaskExecutor(workers=2), progress=False)
-    assert b.computed == len(cfg.cells) and b.failed == 0
-    da = xr.open_dataset(a.dataset, engine="h5netcdf").load()
-    db = xr.open_dataset(b.dataset, engine="h5netcdf").load()
-    xr.testing.assert_identical(comparable(da), comparable(db))
+    cfg_path = write_toml(tmp_path / "tiny.toml", TINY_TOML)
+    outs = {}
+    for name, extra in (("inproc", []), ("dask", ["--workers", "2"])):
+        with pytest.raises(SystemExit) as e:
+            main(["run", "--config", str(cfg_path), "--out", str(tmp_path / name), "--quiet",
+                  *extra])
+        assert e.value.code == 0
+        outs[name] = xr.open_dataset(tmp_path / name / "dataset.nc", engine="h5netcdf").load()
+    assert "dask (2 local workers)" in json.loads((tmp_path / "dask" / "manifest.json"
+                                                   ).read_text())["executor"]
+    assert int(outs["dask"].attrs["cells_ok"]) == 16
+    xr.testing.assert_identical(comparable(outs["inproc"]), comparable(outs["dask"]))
 
 
 def _start(cfg_path: Path, out: Path) -> subprocess.Popen:
@@ -335,3 +351,9 @@ def test_presets_are_valid(capsys, tmp_path):
     out = capsys.readouterr().out
     assert f"sweep quick: {len(quick.cells)} cells" in out and "cost estimate" in out
     assert not (tmp_path / "q").exists()
+    with pytest.raises(SystemExit) as e:
+        main(["run", "--preset", "paper", "--dry-run", "--out", str(tmp_path / "p")])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert f"sweep paper: {len(load_preset('paper').cells)} cells" in out
+    assert "cost estimate" in out and not (tmp_path / "p").exists()
