@@ -24,9 +24,13 @@ from bayesslr.bayes.model import (
 )
 from bayesslr.bayes.predict import excess_errors, oracle_predict, overlaps, posterior_predict
 from bayesslr.methods import Cell, run_cell
-from bayesslr.task import ConfigError, Teacher, make_task, sample_task
+from bayesslr.task import ConfigError, Teacher, make_task
+from bayesslr.task import sample_task as _sample_task_eager
 
-CASES = [("spiked", "3"), ("spiked", "1,2,3"), ("max", "2"), ("max", "1,2,3")]
+# data in one compiled call per shape (eager generation compiles op by op)
+sample_task = jax.jit(_sample_task_eager, static_argnums=(1, 2, 3))
+
+CASES = [("spiked", "3"), ("spiked", "1,2,3"), ("max", "1,2,3")]
 
 
 def _small(variant, L, D=6, n=7, delta=0.3, nu=1.5, seed=0):
@@ -71,15 +75,15 @@ def test_spiked_keeps_the_norm_term():
 
 
 def test_weights_select_a_subset():
-    task, spec, data, k, v = _small("spiked", "3", n=8)
-    w = (jnp.arange(8) < 5).astype(jnp.float32)
+    task, spec, data, k, v = _small("spiked", "3")
+    w = (jnp.arange(7) < 5).astype(jnp.float32)
     lp_w = _joint("spiked")(data.X, data.y, data.mask, w, spec.nu, spec.delta, k, v)
     lp_s = _joint("spiked")(data.X[:5], data.y[:5], data.mask[:5], jnp.ones(5), spec.nu,
                             spec.delta, k, v)
     assert float(lp_w) == pytest.approx(float(lp_s), rel=1e-5)
 
 
-@pytest.mark.parametrize("variant,L", CASES)
+@pytest.mark.parametrize("variant,L", [CASES[0], CASES[2]])
 def test_enumerated_model_log_density_equals_marginal(variant, L):
     pytest.importorskip("funsor", reason="funsor (optional) enumerates the discrete location")
     from numpyro.contrib.funsor import enum
@@ -162,7 +166,7 @@ def _direct_exact(spec, K, V, X, mask):
 
 @pytest.mark.parametrize("variant,L", CASES)
 def test_streamed_exact_predictor_matches_direct_formula(variant, L):
-    task, spec, data, _, _ = _small(variant, L, n=5)
+    task, spec, data, _, _ = _small(variant, L)
     K, V = _draws(task.D, 23)
     X, mask = np.asarray(data.X, np.float64), data.mask
     direct = _direct_exact(spec, np.asarray(K, np.float64), np.asarray(V, np.float64), X, mask)
@@ -175,8 +179,8 @@ def test_streamed_exact_predictor_matches_direct_formula(variant, L):
 
 def test_single_teacher_draw_recovers_the_oracle():
     """At ``k = k*``, ``v = v*`` the per-draw prediction is the teacher-known Bayes prediction."""
-    task = make_task("spiked", L=3, nu=2.0, delta=0.1, D=12)
-    teacher, _, test = sample_task(jax.random.key(4), task, 2, 50)
+    task = make_task("spiked", L=3, nu=1.5, delta=0.3, D=6)
+    teacher, _, test = sample_task(jax.random.key(4), task, 7, 7)
     spec = model_spec(task)
     pred = posterior_predict(spec, teacher.k[None], teacher.v[None], test.X, test.mask)
     y_or, _, _ = oracle_predict(task, teacher, test)
@@ -188,8 +192,8 @@ def test_single_teacher_draw_recovers_the_oracle():
 
 def test_rao_blackwellised_error_matches_noisy_labels():
     """``sum_l P_l (z*_l - y_hat)^2`` is ``E[(y - y_hat)^2] - Delta``: compare with raw labels."""
-    task = make_task("spiked", L=3, nu=1.0, delta=0.25, D=10)
-    teacher, _, test = sample_task(jax.random.key(5), task, 2, 40_000)
+    task = make_task("spiked", L=3, nu=1.5, delta=0.3, D=6)
+    teacher, _, test = sample_task(jax.random.key(5), task, 7, 20_000)
     y_hat = 0.5 * oracle_predict(task, teacher, test)[0]
     err = excess_errors(task, teacher, test, y_hat)
     raw = np.asarray((test.y - y_hat) ** 2 - task.delta, np.float64)

@@ -22,6 +22,10 @@ from bayesslr.cli import main
 from bayesslr.population import bayes_risk
 from bayesslr.task import Teacher, make_task, sample_data, sample_task
 
+# data in one compiled call per shape (eager generation compiles op by op)
+sample_task = jax.jit(sample_task, static_argnums=(1, 2, 3))
+sample_data = jax.jit(sample_data, static_argnums=(1, 3))
+
 
 # ------------------------------------------------------------------------------------------
 # 1. importance sampling from the prior at tiny D: an independent reference
@@ -56,7 +60,7 @@ def tiny():
     u, d = (np.asarray(a, np.float64) for a in _per_draw_pred_terms(spec, K, V, test.X,
                                                                     test.mask))
     # NUTS from random prior starts; 4 chains > 2 host devices: 'parallel' must fall back
-    opts = SamplerOptions(chains=4, warmup=300, draws=1000, chain_method="parallel")
+    opts = SamplerOptions(chains=4, warmup=200, draws=600, chain_method="parallel")
     start = init_params(jax.random.key(1), "random", 4, D)
     res = sample_posterior(jax.random.key(2), spec, data, opts, start=start, init="random")
     return {"task": task, "spec": spec, "test": test, "K": np.asarray(K, np.float64),
@@ -101,7 +105,7 @@ def test_tiny_run_diagnostics_and_fallback(tiny):
 # 2. an alpha ladder at D = 20 (nested data; one compiled sampler)
 # ------------------------------------------------------------------------------------------
 ALPHAS = (1, 2, 4, 8)
-LADDER = SamplerOptions(chains=2, warmup=300, draws=400)
+LADDER = SamplerOptions(chains=2, warmup=200, draws=300)
 
 
 def _unit_teacher(key, D):
@@ -137,7 +141,7 @@ def ladder():
 
 def test_oracle_error_estimates_the_population_bayes_risk(ladder):
     task, runs = ladder
-    pop = bayes_risk(task, samples=200_000, seed=0)
+    pop = bayes_risk(task, samples=50_000, seed=0)
     err = runs[ALPHAS[0]][1]
     assert abs(err.oracle_error - pop.excess_risk) < 4 * np.hypot(err.oracle_stderr, pop.stderr)
 
@@ -183,7 +187,7 @@ def _cli(argv, capsys):
 
 
 BASE = ["sample", "--variant", "spiked", "--L", "3", "--nu", "2", "--delta", "0.01", "--D", "20",
-        "--alpha", "8", "--seed", "0", "--chains", "2", "--warmup", "300", "--draws", "400",
+        "--alpha", "8", "--seed", "0", "--chains", "2", "--warmup", "200", "--draws", "300",
         "--n-test", "4000"]
 
 
@@ -205,7 +209,7 @@ def test_cli_json_contract_with_both_starts(capsys, tmp_path, ladder):
     assert res["excess_over_oracle"] == pytest.approx(res["test_error"] - res["oracle_error"],
                                                       abs=1e-6)
     back = arviz_adapter.read_netcdf(path)
-    assert back.posterior["k"].shape == (2, 400, 20)
+    assert back.posterior["k"].shape == (2, 300, 20)
     assert json.loads(back.posterior.attrs["cell"])["method"] == "bayes_sampling"
 
 

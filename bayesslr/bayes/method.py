@@ -30,6 +30,9 @@ from bayesslr.bayes.sampler import (
 from bayesslr.methods import Cell, register
 from bayesslr.task import ConfigError, Data, TaskConfig, Teacher, check_int, check_real, sample_task
 
+# teacher, training and test data in one compiled call (eager generation compiles op by op)
+_sample_task = jax.jit(sample_task, static_argnums=(1, 2, 3))
+
 DEFAULTS: dict[str, Any] = {
     "chains": 2,
     "warmup": 500,
@@ -173,7 +176,7 @@ def bayes_sampling_cell(cell: Cell) -> dict[str, Any]:
                       tempered_nu=opts["tempered_nu"])
     sampler: SamplerOptions = opts["sampler"]
     key = jax.random.key(check_int("seed", cell.seed, low=0))
-    teacher, train, test = sample_task(key, task, N, opts["n_test"])
+    teacher, train, test = _sample_task(key, task, N, opts["n_test"])
     kalg = jax.random.fold_in(key, 1)
     runs: dict[str, SampleResult] = {}
     for j, init in enumerate(opts["inits"]):

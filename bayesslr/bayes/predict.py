@@ -148,13 +148,18 @@ def oracle_predict(task: TaskConfig, teacher: Teacher, data: Data) -> tuple[Arra
     return jnp.sum(P * z_s, axis=-1), P, z_s
 
 
-def excess_errors(task: TaskConfig, teacher: Teacher, test: Data, y_hat: Array) -> ExcessErrors:
-    """Excess test error of ``y_hat`` and of the oracle on ``test`` (Rao-Blackwellised)."""
-    y_or, P, z_s = oracle_predict(task, teacher, test)
+@functools.partial(jax.jit, static_argnames=("task",))
+def _error_terms(task: TaskConfig, teacher: Teacher, data: Data, y_hat: Array):
+    y_or, P, z_s = oracle_predict(task, teacher, data)
     y_hat = jnp.asarray(y_hat, y_or.dtype)
     err = jnp.sum(P * (z_s - y_hat[:, None]) ** 2, axis=-1)
     err_or = jnp.sum(P * (z_s - y_or[:, None]) ** 2, axis=-1)
-    gap = (y_hat - y_or) ** 2
+    return err, err_or, (y_hat - y_or) ** 2
+
+
+def excess_errors(task: TaskConfig, teacher: Teacher, test: Data, y_hat: Array) -> ExcessErrors:
+    """Excess test error of ``y_hat`` and of the oracle on ``test`` (Rao-Blackwellised)."""
+    err, err_or, gap = _error_terms(task, teacher, test, y_hat)
     n = err.shape[0]
 
     def ms(x):

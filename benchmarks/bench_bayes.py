@@ -1,0 +1,95 @@
+"""Timings of the NUTS driver (spec section 6): chain methods, compile vs run, vs ``MCMC.run``.
+
+Run: ``.venv/bin/python -m pytest benchmarks/bench_bayes.py --benchmark-only`` (pytest-benchmark;
+compile time in ``extra_info["first_call_s"]``), or ``.venv/bin/python benchmarks/bench_bayes.py``
+for a printed table with the ratio of NumPyro's ``MCMC.run`` (which retraces its loop on every
+call) to the one-jit driver on a second posterior of the same shapes.
+"""
+
+# isort: skip_file
+# (bayesslr first: it must request the host devices of 'parallel' before JAX starts)
+from __future__ import annotations
+
+import bayesslr  # noqa: F401  (JAX configuration, compilation cache)
+
+import functools
+import time
+
+import jax
+import pytest
+from bayesslr.bayes.model import marginal_model, model_spec
+from bayesslr.bayes.sampler import SamplerOptions, init_params, sample_posterior
+from bayesslr.task import make_task, sample_task
+
+D, ALPHA, CHAINS, WARMUP, DRAWS = 50, 4, 2, 300, 300
+
+
+def _setup(seed: int = 0):
+    task = make_task("spiked", L=3, nu=2.0, delta=0.01, D=D)
+    teacher, data, _ = sample_task(jax.random.key(seed), task, ALPHA * D)
+    return task, teacher, data, model_spec(task)
+
+
+def _run(method: str, seed: int):
+    task, teacher, data, spec = _setup(seed)
+    opts = SamplerOptions(chains=CHAINS, warmup=WARMUP, draws=DRAWS, chain_method=method)
+    start = init_params(None, "teacher", CHAINS, D, teacher)
+    return sample_posterior(jax.random.key(seed), spec, data, opts, start=start, init="teacher")
+
+
+@pytest.mark.parametrize("method", ["vectorized", "parallel", "sequential"])
+def test_chain_method(benchmark, method):
+    t0 = time.perf_counter()
+    _run(method, 0)  # compile + first posterior
+    benchmark.extra_info["first_call_s"] = time.perf_counter() - t0
+    res = benchmark.pedantic(_run, args=(method, 1), rounds=2, iterations=1)
+    benchmark.extra_info.update(chain_method_used=res.chain_method,
+                                ess_per_grad=res.ess_per_grad, r_hat_max=res.r_hat_max,
+                                grad_evals=res.grad_evals)
+
+
+def _mcmc_run(seed: int) -> float:
+    from numpyro.infer import MCMC, NUTS
+
+    task, teacher, data, spec = _setup(seed)
+    model = functools.partial(marginal_model, variant="spiked")
+    mcmc = _mcmc_run.cache.get("m")
+    if mcmc is None:
+        mcmc = MCMC(NUTS(model), num_warmup=WARMUP, num_samples=DRAWS, num_chains=CHAINS,
+                    chain_method="vectorized", progress_bar=False, jit_model_args=True)
+        _mcmc_run.cache["m"] = mcmc
+    start = init_params(None, "teacher", CHAINS, D, teacher)
+    w = jax.numpy.ones(data.n)
+    t0 = time.perf_counter()
+    mcmc.run(jax.random.key(seed), data.X, data.y, data.mask, w, spec.nu, spec.delta,
+             init_params=start)
+    jax.block_until_ready(mcmc.get_samples())
+    return time.perf_counter() - t0
+
+
+_mcmc_run.cache = {}
+
+
+def main() -> None:
+    print(f"spiked L=3 nu=2 D={D} alpha={ALPHA} chains={CHAINS} warmup={WARMUP} draws={DRAWS}")
+    print(f"{'driver':<22}{'first_s':>9}{'second_s':>10}{'ess/grad':>10}{'r_hat':>8}")
+    times = {}
+    for method in ("vectorized", "parallel", "sequential"):
+        t0 = time.perf_counter()
+        _run(method, 0)
+        first = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        res = _run(method, 1)
+        second = time.perf_counter() - t0
+        times[method] = second
+        print(f"{method + ' (' + res.chain_method + ')':<22}{first:9.2f}{second:10.2f}"
+              f"{res.ess_per_grad:10.4f}{res.r_hat_max:8.3f}")
+    first = _mcmc_run(0)
+    second = _mcmc_run(1)
+    print(f"{'MCMC.run vectorized':<22}{first:9.2f}{second:10.2f}")
+    print(f"ratio MCMC.run / one-jit driver (second posterior): "
+          f"{second / times['vectorized']:.2f}")
+
+
+if __name__ == "__main__":
+    main()
