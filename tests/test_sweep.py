@@ -94,6 +94,7 @@ def test_grid_expansion_and_normalisation():
     assert cfg.dims == ["variant", "L", "nu", "delta", "alpha", "lam", "D"]
     # the digest ignores name/description and sees every value
     assert parse_config({**raw, "name": "other"}).digest() == cfg.digest()
+    assert parse_config({**raw, "grid": raw["grid"][::-1]}).digest() == cfg.digest()
     raw["grid"][0]["alpha"] = [1, 3]
     assert parse_config(raw).digest() != cfg.digest()
 

@@ -237,11 +237,10 @@ class SweepConfig:
         return json.dumps(self.to_dict(), sort_keys=True, allow_nan=False)
 
     def digest(self) -> str:
-        """SHA-1 of the canonical grid and options (name and description excluded)."""
-        d = self.to_dict()
-        d.pop("name")
-        d.pop("description")
-        return hashlib.sha1(json.dumps(d, sort_keys=True).encode()).hexdigest()
+        """SHA-1 of the set of cells: equal digests mean the same computation, whatever the
+        block names, their order or the way the grid is split into blocks."""
+        keys = sorted(cell_key(c) for c in self.cells)
+        return hashlib.sha1("\n".join(keys).encode()).hexdigest()
 
     @property
     def methods(self) -> list[str]:
