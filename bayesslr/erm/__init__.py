@@ -9,11 +9,12 @@
 """
 
 from bayesslr.erm.gd import gd_trajectory
-from bayesslr.erm.lbfgs import SolverResult, lbfgs_solve
+from bayesslr.erm.lbfgs import SolverResult, lbfgs_solve, lbfgs_solve_batch
 from bayesslr.erm.objective import OVERLAP_NAMES, TestErrors, overlaps, test_errors
 from bayesslr.erm.protocol import ERMOptions, ERMResult, erm_fit, fit_seeds, select_lam
 
 __all__ = [
     "OVERLAP_NAMES", "ERMOptions", "ERMResult", "SolverResult", "TestErrors", "erm_fit",
-    "fit_seeds", "gd_trajectory", "lbfgs_solve", "overlaps", "select_lam", "test_errors",
+    "fit_seeds", "gd_trajectory", "lbfgs_solve", "lbfgs_solve_batch", "overlaps", "select_lam",
+    "test_errors",
 ]

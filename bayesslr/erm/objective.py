@@ -70,6 +70,32 @@ def objective(act: Activation, params: Params, data: Data, lam_k: Array, lam_v: 
     return train_loss(act, params, data, weight) + 0.5 * pen / n
 
 
+def objective_batch(act: Activation, params: Params, data: Data, lam_k: Array, lam_v: Array,
+                    weight: Array | None = None) -> Array:
+    """:func:`objective` of ``G`` parameter vectors at once (leading axis ``G``); ``(G,)``.
+
+    Written as one ``(N L, D) x (D, 2 G)`` matrix product rather than a ``vmap`` of
+    :func:`objective`: XLA then reads ``X`` once for all members and uses a dense GEMM
+    (measured about twice faster than the ``vmap``-ped form at ``G = 10``).
+    """
+    X = data.X
+    n, L, D = X.shape
+    G = params["k"].shape[0]
+    W = jnp.concatenate([params["k"], params["v"]], axis=0)  # (2G, D)
+    h = (X.reshape(n * L, D) @ W.T).reshape(n, L, 2 * G) / jnp.sqrt(D)
+    chi = jnp.moveaxis(h[..., :G], -1, 0)  # (G, n, L)
+    z = jnp.moveaxis(h[..., G:], -1, 0)
+    s = jax.vmap(lambda c, th: act(c, data.mask, th))(chi, params["theta"])
+    r = data.y[None, :] - jnp.sum(s * z, axis=-1)  # (G, n)
+    if weight is None:
+        loss, n_eff = 0.5 * jnp.mean(r * r, axis=-1), n
+    else:
+        n_eff = jnp.sum(weight)
+        loss = 0.5 * jnp.sum(weight * r * r, axis=-1) / n_eff
+    pen = lam_k * jnp.sum(params["k"] ** 2, -1) + lam_v * jnp.sum(params["v"] ** 2, -1)
+    return loss + 0.5 * pen / n_eff
+
+
 def grad_scale(n: int, D: int) -> float:
     """Factor turning ``|grad F|`` into the size-free ``|grad S| / sqrt(D)``."""
     return n / D**0.5
