@@ -7,7 +7,9 @@ Tolerances are ``4 *`` the combined Monte Carlo standard errors.
 
 from __future__ import annotations
 
+import io
 import json
+from contextlib import redirect_stderr, redirect_stdout
 
 import jax
 import jax.numpy as jnp
@@ -191,12 +193,19 @@ BASE = ["sample", "--variant", "spiked", "--L", "3", "--nu", "2", "--delta", "0.
         "--n-test", "4000"]
 
 
-def test_cli_json_contract_with_both_starts(capsys, tmp_path, ladder):
-    path = tmp_path / "post.nc"
-    code, out, err = _cli(BASE + ["--init", "teacher,random", "--save-idata", str(path),
-                                  "--json"], capsys)
-    assert code == 0, err
-    res = json.loads(out)
+@pytest.fixture(scope="module")
+def cli_both(tmp_path_factory, ladder):
+    """One ``bayesslr sample --init teacher,random --json`` run, shared by the tests below."""
+    path = tmp_path_factory.mktemp("idata") / "post.nc"
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.raises(SystemExit) as ex, redirect_stdout(out), redirect_stderr(err):
+        main(BASE + ["--init", "teacher,random", "--save-idata", str(path), "--json"])
+    assert ex.value.code == 0, err.getvalue()
+    return json.loads(out.getvalue()), path
+
+
+def test_cli_json_contract_with_both_starts(cli_both):
+    res, path = cli_both
     for key in ("test_error", "oracle_error", "r_hat_max", "ess_bulk_min", "ess_tail_min",
                 "divergences", "nishimori_gap", "grad_evals", "runtime_s", "ess_per_grad",
                 "disagreement", "random_test_error", "random_r_hat_max", "r_hat_max_pooled",
@@ -223,6 +232,18 @@ def test_cli_refusals_exit_2_with_one_line(capsys, extra, needle):
     code, out, err = _cli(BASE + extra, capsys)
     assert code == 2 and out == ""
     assert needle in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_bayes_error_below_softmax_and_linear_erm_on_the_same_data(cli_both):
+    """Same seed, hence same teacher, training and test data (spec section 4 protocol)."""
+    from bayesslr.methods import Cell, run_cell
+
+    bayes, _ = cli_both
+    for method in ("erm:softmax", "erm:linear"):
+        erm = run_cell(Cell(method=method, variant="spiked", L="3", nu=2.0, delta=0.01,
+                            alpha=8.0, D=20, lam=0.1, seed=0, options={"n_test": 4000}))
+        assert bayes["test_error"] + 4 * bayes["stderr"] < erm["test_error"], method
 
 
 @pytest.mark.slow
