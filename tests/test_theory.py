@@ -208,3 +208,22 @@ def test_registry_theory_bayes_cell():
                         options={"samples": 2000, "test_samples": 2000}))
     assert out["converged"] and 0 < out["test_error"] < 1
     assert out["q_k"] == out["m_k"] and "hard_phase" in out
+
+
+def test_optimal_lambda_search_finds_the_minimum(monkeypatch):
+    """The grid + bounded search logic of lam_opt on a known objective (no channel needed)."""
+    from types import SimpleNamespace
+
+    import bayesslr.theory.lam_opt as lo
+
+    def fake_solve(task, activation, alpha, lam_k, lam_v, options, *, start, x0=None):
+        return SimpleNamespace(converged=True, x=np.array([lam_k]), lam_k=lam_k,
+                               test_error=0.3 + (math.log10(lam_k) + 1.3) ** 2)
+
+    monkeypatch.setattr(lo, "solve_erm", fake_solve)
+    r = lo.optimal_lambda(SPIKED, "softmax", 2.0, lam_grid=(10, 1, 0.1, 0.01, 0.001),
+                          refine_iter=12)
+    assert abs(math.log10(r.lam) + 1.3) < 0.05 and not r.at_boundary
+    assert r.test_error == pytest.approx(0.3, abs=3e-3)
+    edge = lo.optimal_lambda(SPIKED, "softmax", 2.0, lam_grid=(10, 1), refine_iter=0)
+    assert edge.lam == 1 and edge.at_boundary
