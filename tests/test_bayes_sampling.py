@@ -1,5 +1,7 @@
 """NUTS finds the SLR posterior (spec section 6): reference checks, alpha ladder, CLI contract.
 
+The importance-sampling reference runs by default; the alpha ladder, the CLI run with both
+starts and the comparisons with ERM are marked ``slow`` (run with ``pytest -m ''``).
 Compiled NUTS functions are shared: every run of one module-scoped fixture has the same shapes
 (nested data sets are selected by 0/1 sample weights), and the CLI test uses the ladder's shapes.
 Tolerances are ``4 *`` the combined Monte Carlo standard errors.
@@ -141,6 +143,7 @@ def ladder():
     return task, runs
 
 
+@pytest.mark.slow
 def test_oracle_error_estimates_the_population_bayes_risk(ladder):
     task, runs = ladder
     pop = bayes_risk(task, samples=50_000, seed=0)
@@ -148,6 +151,7 @@ def test_oracle_error_estimates_the_population_bayes_risk(ladder):
     assert abs(err.oracle_error - pop.excess_risk) < 4 * np.hypot(err.oracle_stderr, pop.stderr)
 
 
+@pytest.mark.slow
 def test_test_error_decreases_with_alpha_towards_the_bayes_risk(ladder):
     _, runs = ladder
     errs = [runs[a][1] for a in ALPHAS]
@@ -161,6 +165,7 @@ def test_test_error_decreases_with_alpha_towards_the_bayes_risk(ladder):
     assert gaps[-1] < gaps[0] * ALPHAS[0] / ALPHAS[-1] * 2, gaps
 
 
+@pytest.mark.slow
 def test_exact_predictor_no_worse_than_plain_average(ladder):
     _, runs = ladder
     for a in ALPHAS:
@@ -169,6 +174,7 @@ def test_exact_predictor_no_worse_than_plain_average(ladder):
         assert exact.test_error <= plain.test_error + 4 * exact.excess_over_oracle_stderr
 
 
+@pytest.mark.slow
 def test_teacher_started_chains_converge_at_alpha_ge_2(ladder):
     _, runs = ladder
     for a in ALPHAS:
@@ -204,6 +210,7 @@ def cli_both(tmp_path_factory, ladder):
     return json.loads(out.getvalue()), path
 
 
+@pytest.mark.slow
 def test_cli_json_contract_with_both_starts(cli_both):
     res, path = cli_both
     for key in ("test_error", "oracle_error", "r_hat_max", "ess_bulk_min", "ess_tail_min",
