@@ -206,10 +206,12 @@ def test_gd_trajectory_dataset():
 @pytest.mark.slow
 def test_restarts_keep_the_lowest_objective(task):
     """Restart 0 of ``restarts = 3`` is the single start of ``restarts = 1`` (same key)."""
-    opts1 = ERMOptions(n_test=2000, lam_grid=GRID, init="random", restarts=1)
-    opts3 = ERMOptions(n_test=2000, lam_grid=GRID, init="random", restarts=3)
+    opts1 = ERMOptions(n_test=2000, lam_grid=GRID, init_noise=0.5, restarts=1)
+    opts3 = ERMOptions(n_test=2000, lam_grid=GRID, init_noise=0.5, restarts=3)
     one, _, _ = fit_seeds(task, "softmax", N, SEEDS, [0.1], opts=opts1)
     three, _, _ = fit_seeds(task, "softmax", N, SEEDS, [0.1], opts=opts3)
     assert np.all(three.objective <= one.objective * (1 + 1e-6))
-    res = erm_fit(task, "softmax", N, 0.1, seeds=SEEDS, opts=opts3)
-    assert res.start == "random" and res.summary()["restarts"] == 3
+    # random starts, and an iteration cap reported honestly (max_iter is traced: no recompile)
+    rnd, _, _ = fit_seeds(task, "softmax", N, SEEDS, [0.1],
+                          opts=ERMOptions(init="random", max_iter=5))
+    assert np.all(rnd.iterations <= 5) and not rnd.converged.any()

@@ -300,10 +300,9 @@ def _score(params: Params, teacher: Teacher, test: Data, posterior: Array, *, ac
     return test_errors_given(act, params, teacher, test, posterior), overlaps(params, teacher)
 
 
-def _fit_one_seed(data: Data, starts: Params, weight: Array, lam_k: Array, lam_v: Array, *,
-                  act: Activation, solver: tuple[int, float, int]):
+def _fit_one_seed(data: Data, starts: Params, weight: Array, lam_k: Array, lam_v: Array,
+                  max_iter: Array, gtol: Array, *, act: Activation, memory: int):
     """Fit all ``len(lam_k) x restarts`` members of one seed; keep the best restart per lam."""
-    max_iter, gtol, memory = solver
     G = lam_k.shape[0]
     R = jax.tree_util.tree_leaves(starts)[0].shape[0]
     # members (G, R) flattened into one batch sharing the data
@@ -327,14 +326,15 @@ def _fit_one_seed(data: Data, starts: Params, weight: Array, lam_k: Array, lam_v
     return res, train, val
 
 
-@partial(jax.jit, static_argnames=("act", "solver"))
-def _fit_chunk(data: Data, starts: Params, weight: Array, lam_k: Array, lam_v: Array, *,
-               act: Activation, solver: tuple[int, float, int]):
+@partial(jax.jit, static_argnames=("act", "memory"))
+def _fit_chunk(data: Data, starts: Params, weight: Array, lam_k: Array, lam_v: Array,
+               max_iter: Array, gtol: Array, *, act: Activation, memory: int):
     # seeds one after another: they share no data, and a vmap over seeds turned the shared
     # matrix product into a batched one that XLA's CPU backend ran ~40% slower (measured)
     def one(args):
         d, s = args
-        return _fit_one_seed(d, s, weight, lam_k, lam_v, act=act, solver=solver)
+        return _fit_one_seed(d, s, weight, lam_k, lam_v, max_iter, gtol, act=act,
+                             memory=memory)
 
     return jax.lax.map(one, (data, starts))
 
@@ -364,7 +364,8 @@ def fit_seeds(task: TaskConfig, activation: str, n_train: int, seeds: Any, lam_k
     for lam in np.asarray(lam_k).tolist() + np.asarray(lam_v).tolist():
         check_real("lam", lam, low=0.0)
     weight = (jnp.arange(n_train) < n_fit).astype(lam_k.dtype)
-    solver = (opts.max_iter, opts.gtol, opts.memory)
+    # max_iter and gtol are traced (changing them does not recompile); memory is a shape
+    max_iter, gtol = jnp.asarray(opts.max_iter), jnp.asarray(opts.gtol, dtype=lam_k.dtype)
     per_seed = 4.0 * 3 * n_train * task.L_max * task.D  # X, its masked copy, slack
     chunk = int(max(1, min(len(seeds), opts.max_batch_bytes // per_seed)))
     n_chunks = -(-len(seeds) // chunk)
@@ -379,7 +380,7 @@ def fit_seeds(task: TaskConfig, activation: str, n_train: int, seeds: Any, lam_k
         theta0 = jnp.broadcast_to(act.init_theta(), k0.shape[:2] + (act.n_params,))
         starts = {"k": k0, "v": v0, "theta": theta0}
         outs.append(jax.tree_util.tree_map(np.asarray, _fit_chunk(
-            data, starts, weight, lam_k, lam_v, act=act, solver=solver)))
+            data, starts, weight, lam_k, lam_v, max_iter, gtol, act=act, memory=opts.memory)))
         del data
     return jax.tree_util.tree_map(lambda *a: np.concatenate(a)[:len(seeds)], *outs)
 
