@@ -254,12 +254,14 @@ def test_bayes_error_below_softmax_and_linear_erm_on_the_same_data(cli_both):
 
 
 @pytest.mark.slow
-def test_anneal_start_is_reported(capsys, ladder):
-    code, out, err = _cli(BASE + ["--init", "anneal,teacher", "--json"], capsys)
-    assert code == 0, err
-    res = json.loads(out)
-    assert res["init"] == "anneal" and res["inits"] == "anneal,teacher"
-    for key in ("teacher_test_error", "disagreement", "log_lik_gap", "r_hat_max_pooled"):
-        assert np.isfinite(res[key])
-    # annealing pays for its rungs
-    assert res["grad_evals"] > res["teacher_grad_evals"]
+def test_anneal_start_through_the_registry(ladder):
+    """``init="anneal"``: a rung on half the data, then the full data, one compiled sampler."""
+    from bayesslr.methods import Cell, run_cell
+
+    res = run_cell(Cell(method="bayes_sampling", variant="spiked", L="3", nu=2.0, delta=0.01,
+                        alpha=8.0, D=20, seed=0,
+                        options={"chains": 2, "warmup": 200, "draws": 300, "n_test": 4000,
+                                 "init": "anneal", "anneal_fractions": "0.5"}))
+    assert res["init"] == "anneal" and res["chain_method_used"] == "vectorized"
+    for key in ("test_error", "r_hat_max", "ess_bulk_min", "nishimori_gap", "mean_log_lik"):
+        assert np.isfinite(res[key]), key
