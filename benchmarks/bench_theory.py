@@ -24,7 +24,8 @@ from bayesslr.activations import get_activation
 from bayesslr.task import make_task
 from bayesslr.theory import bayes as tb
 from bayesslr.theory.channel import prox_channel
-from bayesslr.theory.erm import ErmTheoryOptions, channel_samples, erm_curve
+from bayesslr.theory.erm import ErmTheoryOptions, channel_samples, solve_erm
+from bayesslr.theory.solver import continuation
 
 
 def bench_erm(task, alphas, samples: int, lam: float) -> float:
@@ -45,11 +46,15 @@ def bench_erm(task, alphas, samples: int, lam: float) -> float:
     print(f"erm channel: first call (compile + run) {t_first:.1f} s, one call {t_call:.2f} s "
           f"({samples} samples)")
     t0 = time.perf_counter()
-    best, _ = erm_curve(task, "softmax", alphas, lam, options=opt, both_directions=False)
-    total = time.perf_counter() - t0
-    for r in best:
+
+    def solve_at(alpha, x0):  # erm_curve's upward sweep, printing each point as it lands
+        r = solve_erm(task, "softmax", alpha, lam, lam, opt, start="informed", x0=x0)
         print(f"  alpha={r.alpha:7.3f} test_error={r.test_error:.4f} converged={r.converged} "
-              f"iterations={r.iterations:3d} time={r.runtime_s:6.1f} s")
+              f"iterations={r.iterations:3d} time={r.runtime_s:6.1f} s", flush=True)
+        return r
+
+    best = continuation(solve_at, alphas, None)
+    total = time.perf_counter() - t0
     print(f"erm curve: {len(alphas)} points in {total:.1f} s "
           f"({sum(r.iterations for r in best)} iterations)")
     return total
