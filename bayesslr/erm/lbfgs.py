@@ -177,11 +177,13 @@ def lbfgs_solve_batch(act: Activation, params0: Params, data: Data, lam_k: Array
         g, f = jax.grad(total, has_aux=True)(x)  # members are independent: row i = grad F_i
         return f, g
 
-    f0, g0 = fg(x0)
+    # the start is evaluated by the first pass of the loop (zero step from f = inf, g = 0), so
+    # the objective is traced once: compiles are markedly faster
     zeros = jnp.zeros((G, memory, n), x0.dtype)
     izeros = jnp.zeros((G,), jnp.int32)
-    st0 = _State(x0, f0, g0, zeros, zeros, jnp.zeros((G, memory), x0.dtype), izeros, izeros,
-                 jnp.ones((G,), x0.dtype), izeros, izeros + 1, jnp.zeros((G,), bool))
+    st0 = _State(x0, jnp.full((G,), jnp.inf, x0.dtype), jnp.zeros_like(x0), zeros, zeros,
+                 jnp.zeros((G, memory), x0.dtype), izeros, izeros, jnp.ones((G,), x0.dtype),
+                 izeros, izeros, jnp.zeros((G,), bool))
     dot = jax.vmap(jnp.dot)
 
     def gnorm(st: _State) -> Array:
@@ -189,8 +191,9 @@ def lbfgs_solve_batch(act: Activation, params0: Params, data: Data, lam_k: Array
 
     def active(st: _State) -> Array:
         # a NaN norm compares False and stops the member; it is then reported as not converged
-        return ((st.it < max_iter) & (st.evals < MAX_EVALS_PER_ITER * max_iter)
-                & (gnorm(st) >= gtol) & ~st.stalled & jnp.isfinite(st.f))
+        return (st.evals == 0) | (
+            (st.it < max_iter) & (st.evals < MAX_EVALS_PER_ITER * max_iter)
+            & (gnorm(st) >= gtol) & ~st.stalled & jnp.isfinite(st.f))
 
     def step(st: _State) -> _State:
         """One trial step per member: a single shared function evaluation per pass."""
@@ -223,7 +226,7 @@ def lbfgs_solve_batch(act: Activation, params0: Params, data: Data, lam_k: Array
         backtracks = jnp.where(ok, 0, st.backtracks + failed)
         return _State(
             jnp.where(ok[:, None], st.x + sv, st.x), jnp.where(ok, f_new, st.f),
-            jnp.where(ok[:, None], g_new, st.g), S, Y, rho, head, st.it + ok,
+            jnp.where(ok[:, None], g_new, st.g), S, Y, rho, head, st.it + (ok & (st.evals > 0)),
             jnp.where(ok, 1.0, jnp.where(failed, 0.5 * st.t, st.t)), backtracks,
             st.evals + run, st.stalled | (backtracks > MAX_LINESEARCH))
 

@@ -247,15 +247,19 @@ def informed_scale(task: TaskConfig) -> float:
     return INFORMED_C_INF if math.isinf(task.c_nu) else float(task.c_nu)
 
 
-def make_start(key: PRNGKey, task: TaskConfig, teacher: Teacher, init: str, init_noise: float,
-               init_scale: float) -> tuple[Array, Array]:
-    """``(k, v)`` of one start (see the module docstring); ``key`` is the restart's key."""
+def make_start(key: PRNGKey, task: TaskConfig, teacher: Teacher, informed: Array,
+               init_noise: Array, init_scale: Array) -> tuple[Array, Array]:
+    """``(k, v)`` of one start (see the module docstring); ``key`` is the restart's key.
+
+    ``informed`` is a traced boolean (informed or random start), so that one compilation of
+    the data draw serves both.
+    """
     kk, kv = jax.random.split(key)
     xi = jax.random.normal(kk, (task.D,))
     zeta = jax.random.normal(kv, (task.D,))
-    if init == "informed":
-        return informed_scale(task) * teacher.k + init_noise * xi, teacher.v + init_noise * zeta
-    return init_scale * xi, init_scale * zeta
+    k = jnp.where(informed, informed_scale(task) * teacher.k + init_noise * xi, init_scale * xi)
+    v = jnp.where(informed, teacher.v + init_noise * zeta, init_scale * zeta)
+    return k, v
 
 
 def _seed_keys(seeds: np.ndarray) -> Array:
@@ -267,19 +271,19 @@ def _seed_keys(seeds: np.ndarray) -> Array:
 # depends only on shapes, the activation and the solver settings, so one compilation serves
 # every (variant, nu, delta) of the same size.
 # --------------------------------------------------------------------------------------------
-@partial(jax.jit, static_argnames=("task", "n_train", "start"))
-def _draw_train(keys: Array, *, task: TaskConfig, n_train: int,
-                start: tuple[str, int, float, float]):
+@partial(jax.jit, static_argnames=("task", "n_train", "restarts"))
+def _draw_train(keys: Array, informed: Array, init_noise: Array, init_scale: Array, *,
+                task: TaskConfig, n_train: int, restarts: int):
     """Teacher, training data and the ``restarts`` starts ``(k, v)`` of each seed."""
-    init, restarts, init_noise, init_scale = start
 
     def one(key):
         kt, ktr, _ = jax.random.split(key, 3)
         teacher = sample_teacher(kt, task)
         data = sample_data(ktr, task, teacher, n_train)
         kinit = jax.random.fold_in(key, 1)
-        starts = jax.vmap(lambda r: make_start(jax.random.fold_in(kinit, r), task, teacher, init,
-                                               init_noise, init_scale))(jnp.arange(restarts))
+        starts = jax.vmap(lambda r: make_start(jax.random.fold_in(kinit, r), task, teacher,
+                                               informed, init_noise, init_scale))(
+            jnp.arange(restarts))
         return teacher, data, starts
 
     return jax.vmap(one)(keys)
@@ -375,8 +379,8 @@ def fit_seeds(task: TaskConfig, activation: str, n_train: int, seeds: Any, lam_k
     for c in range(n_chunks):
         keys = _seed_keys(padded[c * chunk:(c + 1) * chunk])
         _, data, (k0, v0) = _draw_train(
-            keys, task=task, n_train=n_train,
-            start=(opts.init, opts.restarts, opts.init_noise, opts.init_scale))
+            keys, jnp.asarray(opts.init == "informed"), jnp.asarray(opts.init_noise),
+            jnp.asarray(opts.init_scale), task=task, n_train=n_train, restarts=opts.restarts)
         theta0 = jnp.broadcast_to(act.init_theta(), k0.shape[:2] + (act.n_params,))
         starts = {"k": k0, "v": v0, "theta": theta0}
         outs.append(jax.tree_util.tree_map(np.asarray, _fit_chunk(
