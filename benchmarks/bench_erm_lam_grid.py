@@ -5,6 +5,15 @@ runs over the grid, so every function evaluation reads the data matrix once for 
 sides are compiled first (compile time reported apart) and timed after ``block_until_ready``
 (``fit_seeds`` returns numpy arrays, so it blocks).
 
+The batch costs (largest per-member number of evaluations) x (cost of one batched evaluation);
+ten single fits cost (sum of evaluations) x (cost of one single evaluation). Measured on the
+2-core development machine (spiked, L = 3, nu = 2, alpha = 5, grid logspace(-3, 1, 10)): the
+slowest member (the smallest ``lam``) needs about three times the mean number of evaluations;
+a batched evaluation of ten members costs ~2x a single one at D = 600 and 1000 (the data matrix
+no longer fits in cache, so reading it dominates) but ~6x at D = 200 (compute and per-op
+overhead dominate). Ratios grid / ten singles: 2.45 (D = 200), 0.55 (D = 600), 0.55
+(D = 1000, where the smallest ``lam`` also hit ``max_iter = 1000``).
+
 Run: ``.venv/bin/python benchmarks/bench_erm_lam_grid.py [--D 400] [--alpha 5] [--repeats 3]``
 prints a table and the ratio ``grid / (10 single fits)``; or
 ``.venv/bin/python -m pytest benchmarks/bench_erm_lam_grid.py --benchmark-only`` for
