@@ -148,7 +148,7 @@ class ProxMoments(NamedTuple):
         Fraction of samples whose proximal gradient stays above ``1e-6 (1 + |f_k|)``.
     off_branch : Array
         Fraction of samples whose global minimum is not the one reached from ``w_k`` (objective
-        lower by more than ``1e-5`` relative): how often the single-start answer would be wrong.
+        lower by more than ``1e-9``): how often the single-start answer would be wrong.
     gap_k_se, gap_v_se : Array
         Monte Carlo standard error of the per-sample difference between the Hessian-trace and
         the Stein-free ``Vh`` integrands (``/alpha``): the scale of the gap's noise.
@@ -283,17 +283,12 @@ def prox_channel(act: Activation, ch: ChannelSamples, m_k, q_k, V_k, m_v, q_v, V
     offs = jnp.concatenate([jnp.zeros((1, L), w_k.dtype), shift * eye, -shift * eye])
     rep = lambda a: jnp.repeat(a, S, axis=0)  # noqa: E731
     chi0 = (w_k[:, None, :] + offs[None]).reshape(n * S, L)
-    # exploration only ranks basins: single precision halves its cost (the refinement and every
-    # moment are computed in the working precision)
-    lo = jnp.float32
-    phi_all = partial(_reduced_objective, act, jnp.asarray(theta, lo), w_k=rep(w_k).astype(lo),
-                      w_v=rep(w_v).astype(lo), y=rep(ch.y).astype(lo), mask=rep(ch.mask),
-                      V_k=jnp.asarray(V_k, lo), V_v=jnp.asarray(V_v, lo))
-    chis, vals = _lm_newton(phi_all, chi0.astype(lo), n_explore, jnp.asarray(V_k, lo))
-    chis = chis.astype(w_k.dtype)
+    phi_all = partial(_reduced_objective, act, theta, w_k=rep(w_k), w_v=rep(w_v), y=rep(ch.y),
+                      mask=rep(ch.mask), V_k=V_k, V_v=V_v)
+    chis, vals = _lm_newton(phi_all, chi0, n_explore, V_k)
     vals = jnp.where(jnp.isfinite(vals), vals, jnp.inf).reshape(n, S)
     best = jnp.argmin(vals, axis=1)
-    off_branch = vals[:, 0] > jnp.min(vals, axis=1) + 1e-5 * (1.0 + jnp.abs(vals[:, 0]))
+    off_branch = vals[:, 0] > jnp.min(vals, axis=1) + 1e-9 * (1.0 + jnp.abs(vals[:, 0]))
     chi = jnp.take_along_axis(chis.reshape(n, S, L), best[:, None, None], axis=1)[:, 0]
 
     # refine the best start

@@ -83,8 +83,8 @@ class ErmTheoryOptions:
     samples: int = 20_000
     seed: int = 0
     vh_form: str = "stein"
-    n_explore: int = 5
-    n_refine: int = 8
+    n_explore: int = 6
+    n_refine: int = 10
     shift: float = 4.0
     test_samples: int = 200_000
     theta: tuple[float, ...] | None = None
