@@ -5,13 +5,31 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
+import typer
 from rich.console import Console
 from rich.table import Table
 
-from bayesslr.task import ConfigError, check_int, check_real
+from bayesslr.task import ConfigError, TaskConfig, check_int, check_real, make_task
+
+# The task options every verb shares (annotated types, so each verb keeps its own default).
+VariantOpt = Annotated[str, typer.Option(help="Task variant: spiked or max.")]
+LOpt = Annotated[str, typer.Option(
+    "--L", help="Sequence length (integer >= 1), or a law '1,2,3' / '1:0.2,3:0.8'.")]
+LDistOpt = Annotated[str | None, typer.Option(
+    "--L-dist", help="Length law instead of --L: '1,2,3' (uniform) or '1:0.2,3:0.8'.")]
+NuOpt = Annotated[str, typer.Option(help="Signal strength nu >= 0 ('inf' allowed for max).")]
+DeltaOpt = Annotated[str, typer.Option(help="Label-noise variance Delta >= 0.")]
+
+
+def cli_task(variant: str, L: str, L_dist: str | None, nu: str, delta: str,
+             D: int = 1) -> TaskConfig:
+    """Validate the shared task options (``--L-dist`` replaces ``--L`` when given)."""
+    return make_task(variant, L=L_dist if L_dist is not None else L,
+                     nu=parse_float("nu", nu, low=0.0, allow_inf=True),
+                     delta=parse_float("delta", delta, low=0.0), D=D)
 
 
 def parse_float(name: str, text: str, *, low: float | None = None, low_open: bool = False,

@@ -10,20 +10,29 @@ import json
 
 import typer
 
-from bayesslr.commands.common import emit, parse_float, parse_grid
+from bayesslr.commands.common import (
+    DeltaOpt,
+    LDistOpt,
+    LOpt,
+    NuOpt,
+    VariantOpt,
+    cli_task,
+    emit,
+    parse_float,
+    parse_grid,
+)
 from bayesslr.erm.method import ERM_ACTIVATIONS
 from bayesslr.erm.protocol import DEFAULT_LAM_GRID, INITS
 from bayesslr.methods import Cell, run_cell
-from bayesslr.task import ConfigError, check_int, make_task
+from bayesslr.task import ConfigError, check_int
 
 
 def erm(
-    variant: str = typer.Option("spiked", help="Task variant: spiked or max."),
-    L: str = typer.Option("3", "--L", help="Fixed sequence length (integer >= 1)."),
-    L_dist: str = typer.Option(
-        None, "--L-dist", help="Length law instead of --L: '1,2,3' (uniform) or '1:0.2,3:0.8'."),
-    nu: str = typer.Option("2", help="Signal strength nu >= 0 ('inf' allowed for max)."),
-    delta: str = typer.Option("0", help="Label-noise variance Delta >= 0."),
+    variant: VariantOpt = "spiked",
+    L: LOpt = "3",
+    L_dist: LDistOpt = None,
+    nu: NuOpt = "2",
+    delta: DeltaOpt = "0",
     alpha: str = typer.Option("5", help="Sample ratio alpha = N/D > 0."),
     lam: str = typer.Option(
         "0.1", help="Ridge penalty lam >= 0 on k and v, or 'auto' (validation grid search)."),
@@ -49,15 +58,12 @@ def erm(
                           f"{', '.join(ERM_ACTIVATIONS)}")
     if (D is None) == (sqrtND is None):
         raise ConfigError("give exactly one of --D (integer >= 1) and --sqrtND (real >= 1)")
-    nu_v = parse_float("nu", nu, low=0.0, allow_inf=True)
-    delta_v = parse_float("delta", delta, low=0.0)
+    task = cli_task(variant, L, L_dist, nu, delta)  # validates the task
     alpha_v = parse_float("alpha", alpha, low=0.0, low_open=True)
     lam_v: float | str = "auto" if lam.strip().lower() == "auto" else parse_float(
         "lam", lam, low=0.0)
     D_v = check_int("D", D, low=1) if D is not None else None
     sqrt_v = parse_float("sqrtND", sqrtND, low=1.0) if sqrtND is not None else None
-    length = L_dist if L_dist is not None else L
-    task = make_task(variant, L=length, nu=nu_v, delta=delta_v, D=1)  # validates the task
     options = {"seeds": check_int("seeds", seeds, low=1), "init": init,
                "restarts": check_int("restarts", restarts, low=1),
                "lam_grid": tuple(parse_grid("lam_grid", lam_grid, low=0.0)),

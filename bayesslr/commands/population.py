@@ -4,19 +4,18 @@ from __future__ import annotations
 
 import typer
 
-from bayesslr.commands.common import emit, parse_float
+from bayesslr.commands.common import DeltaOpt, LDistOpt, LOpt, NuOpt, VariantOpt, cli_task, emit
 from bayesslr.methods import Cell, run_cell
 from bayesslr.population import DEFAULT_SAMPLES, POPULATION_ACTIVATIONS
-from bayesslr.task import ConfigError, make_task
+from bayesslr.task import ConfigError
 
 
 def population(
-    variant: str = typer.Option("spiked", help="Task variant: spiked or max."),
-    L: str = typer.Option("3", "--L", help="Fixed sequence length (integer >= 1)."),
-    L_dist: str = typer.Option(
-        None, "--L-dist", help="Length law instead of --L: '1,2,3' (uniform) or '1:0.2,3:0.8'."),
-    nu: str = typer.Option("2", help="Signal strength nu >= 0 ('inf' allowed for max)."),
-    delta: str = typer.Option("0", help="Label-noise variance Delta >= 0."),
+    variant: VariantOpt = "spiked",
+    L: LOpt = "3",
+    L_dist: LDistOpt = None,
+    nu: NuOpt = "2",
+    delta: DeltaOpt = "0",
     activation: str = typer.Option(
         "softmax", help=f"One of: {', '.join(POPULATION_ACTIVATIONS)}."),
     samples: int = typer.Option(
@@ -30,10 +29,7 @@ def population(
     if activation not in POPULATION_ACTIVATIONS:
         raise ConfigError(f"activation={activation!r} is unknown; allowed: one of "
                           f"{', '.join(POPULATION_ACTIVATIONS)}")
-    nu_v = parse_float("nu", nu, low=0.0, allow_inf=True)
-    delta_v = parse_float("delta", delta, low=0.0)
-    length = L_dist if L_dist is not None else L
-    task = make_task(variant, L=length, nu=nu_v, delta=delta_v, D=1)  # validates everything
+    task = cli_task(variant, L, L_dist, nu, delta)  # validates everything
     cell = Cell(method=f"population:{activation}", variant=variant, L=task.length.label(),
                 nu=task.nu, delta=task.delta, seed=seed,
                 options={"samples": samples, "mc_method": method})

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import typer
 
-from bayesslr.commands.common import emit, parse_float
+from bayesslr.commands.common import LDistOpt, LOpt, VariantOpt, cli_task, emit, parse_float
 from bayesslr.methods import Cell, run_cell
-from bayesslr.task import check_int, make_task
+from bayesslr.task import check_int
 
 
 def sample(
-    variant: str = typer.Option("spiked", help="Task variant: spiked or max."),
-    L: str = typer.Option("3", "--L", help="Length: '3', or a law '1,2,3' / '1:0.2,3:0.8'."),
+    variant: VariantOpt = "spiked",
+    L: LOpt = "3",
+    L_dist: LDistOpt = None,
     nu: str = typer.Option("2", help="Signal strength nu >= 0 (inf needs --tempered)."),
     delta: str = typer.Option("0.01", help="Label-noise variance Delta > 0 (0 needs --tempered)."),
     D: int = typer.Option(100, "--D", help="Token dimension D >= 1."),
@@ -44,10 +45,8 @@ def sample(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Posterior-mean (Bayes-optimal) test error by NUTS, with sampler diagnostics."""
-    nu_v = parse_float("nu", nu, low=0.0, allow_inf=True)
-    delta_v = parse_float("delta", delta, low=0.0)
+    task = cli_task(variant, L, L_dist, nu, delta, D=check_int("D", D, low=1))
     alpha_v = parse_float("alpha", alpha, low=0.0, low_open=True)
-    task = make_task(variant, L=L, nu=nu_v, delta=delta_v, D=check_int("D", D, low=1))
     cell = Cell(
         method="bayes_sampling", variant=variant, L=task.length.label(), nu=task.nu,
         delta=task.delta, alpha=alpha_v, D=task.D, seed=check_int("seed", seed, low=0),

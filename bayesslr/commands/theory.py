@@ -15,8 +15,18 @@ from typing import Any
 
 import typer
 
-from bayesslr.commands.common import emit, parse_float, parse_grid
-from bayesslr.task import ConfigError, TaskConfig, check_int, make_task
+from bayesslr.commands.common import (
+    DeltaOpt,
+    LDistOpt,
+    LOpt,
+    NuOpt,
+    VariantOpt,
+    cli_task,
+    emit,
+    parse_float,
+    parse_grid,
+)
+from bayesslr.task import ConfigError, TaskConfig, check_int
 from bayesslr.theory.bayes import BayesTheoryOptions, bayes_curve, hard_phase_range
 from bayesslr.theory.erm import ERM_ACTIVATIONS, STARTS, ErmTheoryOptions, erm_curve
 from bayesslr.theory.lam_opt import optimal_lambda_curve
@@ -32,11 +42,6 @@ theory_app = typer.Typer(
 _ORDER = ("m_k", "q_k", "V_k", "m_v", "q_v", "V_v")
 
 
-def _task(variant: str, L: str, nu: str, delta: str) -> TaskConfig:
-    return make_task(variant, L=L, nu=parse_float("nu", nu, low=0.0, allow_inf=True),
-                     delta=parse_float("delta", delta, low=0.0), D=1)
-
-
 def _header(task: TaskConfig) -> dict[str, Any]:
     d = task.to_dict()
     d.pop("D", None)
@@ -49,10 +54,11 @@ def _solver_dict(s) -> dict[str, Any]:
 
 @theory_app.command("erm")
 def erm(
-    variant: str = typer.Option("spiked", help="Task variant: spiked or max."),
-    L: str = typer.Option("3", "--L", help="Sequence length, or a law '1,2,3' / '1:0.2,3:0.8'."),
-    nu: str = typer.Option("2", help="Signal strength nu >= 0 ('inf' allowed for max)."),
-    delta: str = typer.Option("0", help="Label-noise variance Delta >= 0."),
+    variant: VariantOpt = "spiked",
+    L: LOpt = "3",
+    L_dist: LDistOpt = None,
+    nu: NuOpt = "2",
+    delta: DeltaOpt = "0",
     alpha: str = typer.Option("5", help="alpha > 0: '5', '1,2,5,20' or start:stop:num."),
     lam: str = typer.Option("0.1", help="Ridge penalty lam >= 0 (k and v), or 'opt' (the "
                                         "theory's optimal lam per alpha)."),
@@ -83,7 +89,7 @@ def erm(
         raise ConfigError(f"start={start!r} is unknown; allowed: informed, uninformed or both")
     if sweep not in ("both", "up"):
         raise ConfigError(f"sweep={sweep!r} is unknown; allowed: both or up")
-    task = _task(variant, L, nu, delta)
+    task = cli_task(variant, L, L_dist, nu, delta)
     alphas = parse_grid("alpha", alpha, low=0.0, low_open=True)
     opt: ErmTheoryOptions = erm_options(
         {"samples": check_int("samples", samples, low=100),
@@ -132,9 +138,10 @@ def _erm_point(r, extra: dict[str, Any]) -> dict[str, Any]:
 
 @theory_app.command("bayes")
 def bayes(
-    variant: str = typer.Option("spiked", help="Task variant: spiked or max."),
-    L: str = typer.Option("3", "--L", help="Sequence length, or a law '1,2,3' / '1:0.2,3:0.8'."),
-    nu: str = typer.Option("2", help="Signal strength nu >= 0 ('inf' allowed for max)."),
+    variant: VariantOpt = "spiked",
+    L: LOpt = "3",
+    L_dist: LDistOpt = None,
+    nu: NuOpt = "2",
     delta: str = typer.Option("0", help="Label-noise variance Delta >= 0 (at 0, m_v is "
                                         "clipped below 1)."),
     alpha: str = typer.Option("1,2,5,20", help="alpha > 0: comma list or start:stop:num."),
@@ -152,7 +159,7 @@ def bayes(
     """Bayes-optimal state evolution from the informed and the uninformed start; where they
     differ the larger free entropy gives the Bayes-optimal branch, and an uninformed branch
     below it marks a computationally hard phase."""
-    task = _task(variant, L, nu, delta)
+    task = cli_task(variant, L, L_dist, nu, delta)
     alphas = parse_grid("alpha", alpha, low=0.0, low_open=True)
     opt: BayesTheoryOptions = bayes_options(
         {"samples": check_int("samples", samples, low=100),
