@@ -17,3 +17,15 @@ os.environ.setdefault(
 )
 
 import bayesslr  # noqa: E402,F401  (configures JAX before any test module imports it)
+
+
+def run_cli(argv: list[str], capsys) -> tuple[int, str, str]:
+    """Run the ``bayesslr`` entry point in-process: ``(exit code, stdout, stderr)``."""
+    import pytest
+
+    from bayesslr.cli import main
+
+    with pytest.raises(SystemExit) as ex:
+        main(argv)
+    out = capsys.readouterr()
+    return ex.value.code, out.out, out.err

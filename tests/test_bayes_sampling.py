@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import run_cli
 
 from bayesslr.bayes import arviz_adapter
 from bayesslr.bayes.model import log_lik_samples, model_spec, token_log_weights
@@ -188,10 +189,7 @@ def test_teacher_started_chains_converge_at_alpha_ge_2(ladder):
 # 3. the CLI verb (same shapes as the ladder: no new compilation)
 # ------------------------------------------------------------------------------------------
 def _cli(argv, capsys):
-    with pytest.raises(SystemExit) as ex:
-        main(argv)
-    out = capsys.readouterr()
-    return ex.value.code, out.out, out.err
+    return run_cli(argv, capsys)
 
 
 BASE = ["sample", "--variant", "spiked", "--L", "3", "--nu", "2", "--delta", "0.01", "--D", "20",

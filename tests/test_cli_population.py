@@ -7,17 +7,14 @@ import subprocess
 import sys
 
 import pytest
+from conftest import run_cli
 
-from bayesslr.cli import main
 from bayesslr.population import linear_spiked_closed_form
 from bayesslr.task import make_task
 
 
 def _run(argv, capsys):
-    with pytest.raises(SystemExit) as ex:
-        main(argv)
-    out = capsys.readouterr()
-    return ex.value.code, out.out, out.err
+    return run_cli(argv, capsys)
 
 
 def test_json_contract_for_an_activation(capsys):

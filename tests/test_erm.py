@@ -13,9 +13,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import run_cli
 
 from bayesslr.activations import get_activation
-from bayesslr.cli import main
 from bayesslr.erm import ERMOptions, erm_fit, fit_seeds, gd_trajectory, select_lam
 from bayesslr.erm import protocol as P
 from bayesslr.erm.objective import OVERLAP_NAMES
@@ -151,10 +151,7 @@ def test_registry_cell_and_erf_scalar(task):
 
 
 def _run(argv, capsys):
-    with pytest.raises(SystemExit) as ex:
-        main(argv)
-    out = capsys.readouterr()
-    return ex.value.code, out.out, out.err
+    return run_cli(argv, capsys)
 
 
 def test_cli_json_contract(capsys):
