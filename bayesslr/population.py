@@ -159,10 +159,14 @@ def _check_method(method: str) -> str:
     return method
 
 
-def _check_samples(samples: Any, method: str) -> int:
+def _check_mc(method: str, samples: Any, seed: Any) -> tuple[str, int, int]:
+    """Validate the expectation method, its size and the seed."""
+    method = _check_method(method)
     if method == "mc":
-        return check_int("samples", samples, low=100)
-    return check_int("samples", samples, low=6, high=200)
+        samples = check_int("samples", samples, low=100)
+    else:
+        samples = check_int("samples", samples, low=6, high=200)
+    return method, samples, check_int("seed", seed, low=0)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -309,9 +313,7 @@ def linear_spiked_closed_form(task: TaskConfig) -> float:
 def bayes_risk(task: TaskConfig, *, samples: int = DEFAULT_SAMPLES, seed: int = 0,
                method: str = "mc") -> PopulationResult:
     """Bayes excess risk ``1 - E[sum_l P(eps*=l|X)^2]`` (spec section 3)."""
-    method = _check_method(method)
-    samples = _check_samples(samples, method)
-    seed = check_int("seed", seed, low=0)
+    method, samples, seed = _check_mc(method, samples, seed)
     t0 = time.perf_counter()
     with jax.enable_x64(True):
         est = _bayes_estimate(task, method, samples, seed)
@@ -334,9 +336,7 @@ def excess_risk(task: TaskConfig, activation: str, m_k: float, q_k: float, m_v: 
                 method: str = "mc") -> PopulationResult:
     """Population excess risk ``1 - 2 m_v A + q_v B`` at given overlaps (spec section 3)."""
     act = get_activation(activation)
-    method = _check_method(method)
-    samples = _check_samples(samples, method)
-    seed = check_int("seed", seed, low=0)
+    method, samples, seed = _check_mc(method, samples, seed)
     m_k = check_real("m_k", m_k)
     q_k = check_real("q_k", q_k, low=0.0)
     m_v = check_real("m_v", m_v)
@@ -411,9 +411,7 @@ def best_excess_risk(task: TaskConfig, activation: str, *, samples: int = DEFAUL
     if activation == "bayes":
         return bayes_risk(task, samples=samples, seed=seed, method=method)
     act = get_activation(activation)
-    method = _check_method(method)
-    samples = _check_samples(samples, method)
-    seed = check_int("seed", seed, low=0)
+    method, samples, seed = _check_mc(method, samples, seed)
     t0 = time.perf_counter()
     with jax.enable_x64(True):
         fields = make_fields(task, method, samples, seed)
