@@ -3,6 +3,7 @@
 Target (issue 5): one setting's 20-point curve solves in minutes on two CPU cores. Run::
 
     .venv/bin/python benchmarks/bench_theory.py [--samples 20000] [--points 20] [--which erm]
+                                                [--accel anderson|none]
 
 Prints the compile time apart (first call of the jitted channel), then per point the
 iterations and wall time, the total, and the ratio of the total to the target budget
@@ -13,6 +14,7 @@ the other processes; the CPU time of this process is printed too.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
 
 import jax
@@ -28,8 +30,10 @@ from bayesslr.theory.erm import ErmTheoryOptions, channel_samples, solve_erm
 from bayesslr.theory.solver import continuation
 
 
-def bench_erm(task, alphas, samples: int, lam: float) -> float:
+def bench_erm(task, alphas, samples: int, lam: float, accel: str) -> float:
     opt = ErmTheoryOptions(samples=samples)
+    opt = dataclasses.replace(opt, solver=dataclasses.replace(opt.solver, accel=accel))
+    print(f"erm solver: accel={accel} tol={opt.solver.tol:g} damping={opt.solver.damping}")
     ch = channel_samples(task, samples, opt.seed)
 
     def timed_call(m_k: float, q_k: float) -> float:
@@ -78,6 +82,8 @@ def main() -> None:
     ap.add_argument("--points", type=int, default=20)
     ap.add_argument("--which", choices=("erm", "bayes", "both"), default="both")
     ap.add_argument("--lam", type=float, default=0.1)
+    ap.add_argument("--accel", choices=("anderson", "none"), default="anderson",
+                    help="ERM fixed-point acceleration (none: the plain damped iteration)")
     ap.add_argument("--budget-s", type=float, default=600.0)
     a = ap.parse_args()
     task = make_task("spiked", 3, 2.0, 0.0, 1)
@@ -85,7 +91,7 @@ def main() -> None:
     cpu0 = time.process_time()
     total = 0.0
     if a.which in ("erm", "both"):
-        total += bench_erm(task, alphas, a.samples, a.lam)
+        total += bench_erm(task, alphas, a.samples, a.lam, a.accel)
     if a.which in ("bayes", "both"):
         total += bench_bayes(task, alphas, a.samples)
     print(f"total {total:.1f} s wall, {time.process_time() - cpu0:.1f} s CPU; "

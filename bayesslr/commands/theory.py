@@ -31,6 +31,7 @@ from bayesslr.theory.bayes import BayesTheoryOptions, bayes_curve, hard_phase_ra
 from bayesslr.theory.erm import ERM_ACTIVATIONS, STARTS, ErmTheoryOptions, erm_curve
 from bayesslr.theory.lam_opt import optimal_lambda_curve
 from bayesslr.theory.method import bayes_options, erm_options
+from bayesslr.theory.solver import ACCELS
 
 theory_app = typer.Typer(
     name="theory",
@@ -75,7 +76,11 @@ def erm(
     vh_form: str = typer.Option("stein", "--vh-form", help="Vh driving the iteration: stein "
                                                             "or hessian (both are reported)."),
     damping: str = typer.Option("0.5", help="Damping of the fixed-point iteration."),
-    tol: str = typer.Option("1e-4", help="Relative tolerance of the fixed point."),
+    tol: str = typer.Option("auto", help="Relative tolerance of the fixed point ('auto': "
+                                         "10/samples, above the common-random-numbers "
+                                         "floor)."),
+    accel: str = typer.Option("anderson", help="Fixed-point acceleration: anderson or none "
+                                               "(plain damped iteration)."),
     max_iter: str = typer.Option("300", "--max-iter", help="Iteration cap per alpha."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
@@ -91,13 +96,16 @@ def erm(
         raise ConfigError(f"sweep={sweep!r} is unknown; allowed: both or up")
     task = cli_task(variant, L, L_dist, nu, delta)
     alphas = parse_grid("alpha", alpha, low=0.0, low_open=True)
-    opt: ErmTheoryOptions = erm_options(
-        {"samples": check_int("samples", samples, low=100),
-         "test_samples": check_int("test_samples", test_samples, low=100),
-         "vh_form": vh_form, "damping": parse_float("damping", damping, low=0.0),
-         "tol": parse_float("tol", tol, low=0.0, low_open=True),
-         "max_iter": check_int("max_iter", max_iter, low=1)},
-        check_int("seed", seed, low=0))
+    if accel not in ACCELS:
+        raise ConfigError(f"accel={accel!r} is unknown; allowed: one of {', '.join(ACCELS)}")
+    settings: dict[str, Any] = {
+        "samples": check_int("samples", samples, low=100),
+        "test_samples": check_int("test_samples", test_samples, low=100),
+        "vh_form": vh_form, "damping": parse_float("damping", damping, low=0.0),
+        "accel": accel, "max_iter": check_int("max_iter", max_iter, low=1)}
+    if tol.strip().lower() != "auto":
+        settings["tol"] = parse_float("tol", tol, low=0.0, low_open=True)
+    opt: ErmTheoryOptions = erm_options(settings, check_int("seed", seed, low=0))
     header = {**_header(task), "activation": activation,
               "method": f"theory_erm:{activation}", "samples": opt.samples,
               "test_samples": opt.test_samples, "seed": opt.seed, "vh_form": opt.vh_form,

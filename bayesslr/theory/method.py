@@ -14,6 +14,7 @@ Options (``cell.options``): ``samples``, ``test_samples``, ``vh_form``, ``start`
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -25,7 +26,8 @@ from bayesslr.theory.erm import ERM_ACTIVATIONS, ErmTheoryOptions, solve_erm
 from bayesslr.theory.lam_opt import optimal_lambda
 from bayesslr.theory.solver import SolverOptions
 
-_SOLVER_KEYS = ("damping", "tol", "max_iter", "min_iter", "call_timeout_s", "max_seconds")
+_SOLVER_KEYS = ("damping", "tol", "max_iter", "min_iter", "call_timeout_s", "max_seconds",
+                "accel", "anderson_m")
 ERM_KEYS = ("samples", "test_samples", "vh_form", "n_explore", "n_refine", "shift", "theta",
             "start") + _SOLVER_KEYS
 BAYES_KEYS = ("samples", "test_samples", "gh_nodes", "m_clip") + _SOLVER_KEYS
@@ -55,8 +57,8 @@ def erm_options(options: Mapping[str, Any], seed: int) -> ErmTheoryOptions:
     if "theta" in options:
         th = options["theta"]
         kw["theta"] = tuple(float(t) for t in (th if isinstance(th, list | tuple) else [th]))
-    base = ErmTheoryOptions()
-    return ErmTheoryOptions(seed=seed, solver=_solver(options, base.solver), **kw)
+    base = ErmTheoryOptions(seed=seed, **kw)  # default solver for this sample size
+    return dataclasses.replace(base, solver=_solver(options, base.solver))
 
 
 def bayes_options(options: Mapping[str, Any], seed: int) -> BayesTheoryOptions:

@@ -7,6 +7,15 @@ relies on:
   (iteration cap, non-finite update, an exception inside the update, the watchdog) comes back
   with ``converged=False``, the order parameters set to NaN, and a ``reason``;
 * the residual history is kept, so a slow or oscillating point can be inspected;
+* ``accel="anderson"`` replaces the plain damped step by safeguarded Anderson mixing (type II,
+  Walker & Ni 2011) on the scaled residual: the fixed points are the same, far fewer update
+  calls reach them. The safeguard keeps the lowest-residual point seen; an extrapolated point
+  whose update is non-finite, or whose residual exceeds ``anderson_restart`` times the best,
+  is abandoned for a damped step from the best point with the history cleared, and after
+  ``anderson_max_restarts`` such restarts the solve goes on with plain damping. Anderson
+  mixing is a quasi-Newton method: it can also land on a fixed point that plain iteration
+  would leave (an unstable one), so state evolution, whose plain iteration *is* the algorithm
+  being described, keeps ``accel="none"``;
 * every update call runs under a watchdog (a daemon thread with a time limit; spec section 5
   notes that a jitted multi-start proximal solver once hung on CPU), and the whole solve under a
   wall-clock budget.
@@ -31,6 +40,7 @@ import numpy as np
 from bayesslr.task import ConfigError, check_int, check_real
 
 UpdateFn = Callable[[np.ndarray], tuple[np.ndarray, dict[str, Any]]]
+ACCELS: tuple[str, ...] = ("none", "anderson")
 
 
 @dataclass(frozen=True)
@@ -54,6 +64,15 @@ class SolverOptions:
         Wall-clock budget of one solve.
     scale_floor : float
         Floor of the relative residual's denominator.
+    accel : {"none", "anderson"}
+        Plain damped iteration, or safeguarded Anderson mixing (module docstring).
+    anderson_m : int
+        Anderson memory (number of past residual differences).
+    anderson_restart : float
+        An extrapolated point whose residual exceeds this multiple of the best residual so far
+        is abandoned (history cleared, damped step from the best point).
+    anderson_max_restarts : int
+        Restarts after which the solve continues with plain damping.
     """
 
     damping: float = 0.5
@@ -63,6 +82,10 @@ class SolverOptions:
     call_timeout_s: float = 600.0
     max_seconds: float = 3600.0
     scale_floor: float = 1e-3
+    accel: str = "none"
+    anderson_m: int = 5
+    anderson_restart: float = 2.0
+    anderson_max_restarts: int = 5
 
     def __post_init__(self) -> None:
         check_real("damping", self.damping, low=0.0, high=0.99)
@@ -72,6 +95,12 @@ class SolverOptions:
         check_real("call_timeout_s", self.call_timeout_s, low=0.0, low_open=True)
         check_real("max_seconds", self.max_seconds, low=0.0, low_open=True)
         check_real("scale_floor", self.scale_floor, low=0.0, low_open=True)
+        if self.accel not in ACCELS:
+            raise ConfigError(f"accel={self.accel!r} is unknown; allowed: one of "
+                              f"{', '.join(ACCELS)}")
+        check_int("anderson_m", self.anderson_m, low=1)
+        check_real("anderson_restart", self.anderson_restart, low=1.0)
+        check_int("anderson_max_restarts", self.anderson_max_restarts, low=0)
 
 
 @dataclass(frozen=True)
@@ -168,36 +197,101 @@ def solve_fixed_point(update: UpdateFn, x0: Sequence[float] | np.ndarray,
     res = math.nan
     it = 0
     converged = False
+    beta = 1.0 - opt.damping
+    anderson = _Anderson(opt.anderson_m) if opt.accel == "anderson" else None
+    restarts = 0
+    extrapolated = False  # x came from an Anderson step (may be abandoned)
+    best: tuple[float, np.ndarray, np.ndarray, dict[str, Any]] | None = None
     while it < opt.max_iter:
         if time.perf_counter() - t0 > opt.max_seconds:
             reason = "time budget"
             break
         try:
-            x_new, aux = _call_with_watchdog(lambda x=x: update(x), opt.call_timeout_s)
+            x_new, new_aux = _call_with_watchdog(lambda x=x: update(x), opt.call_timeout_s)
+            x_new = np.asarray(x_new, dtype=np.float64)
+            failed = None if np.all(np.isfinite(x_new)) else "non-finite"
         except _Timeout:
             reason = "watchdog"
             break
         except (ArithmeticError, ValueError, np.linalg.LinAlgError, RuntimeError) as exc:
-            reason = f"error: {type(exc).__name__}: {exc}"
-            break
+            failed = f"error: {type(exc).__name__}: {exc}"
         except ConfigError as exc:  # an update that refuses its input is a failed point too
-            reason = f"error: {exc}"
-            break
+            failed = f"error: {exc}"
         it += 1
-        x_new = np.asarray(x_new, dtype=np.float64)
-        if not np.all(np.isfinite(x_new)):
-            reason = "non-finite"
+        if failed is None:
+            scale = np.maximum(np.abs(x), opt.scale_floor)
+            res = float(np.max(np.abs(x_new - x) / scale))
+        if extrapolated and best is not None and (
+                failed is not None or res > opt.anderson_restart * best[0]):
+            # safeguard: abandon the extrapolated point, damped step from the best one
+            history.append(math.inf if failed is not None else res)
+            restarts += 1
+            if anderson is not None:
+                anderson.clear()
+                if restarts > opt.anderson_max_restarts:
+                    anderson = None
+            _, bx, bF, _ = best
+            x = (1.0 - beta) * bx + beta * bF
+            extrapolated = False
+            continue
+        if failed is not None:
+            reason = failed
             break
-        res = float(np.max(np.abs(x_new - x) / np.maximum(np.abs(x), opt.scale_floor)))
+        aux = new_aux
         history.append(res)
-        x = (1.0 - opt.damping) * x_new + opt.damping * x
+        if best is None or res <= best[0]:
+            best = (res, x.copy(), x_new.copy(), aux)
         if res < opt.tol and it >= opt.min_iter:
+            x = (1.0 - beta) * x + beta * x_new
             converged = True
             reason = "converged"
             break
+        if anderson is not None:
+            x_next = anderson.step(x, x_new, scale, beta)
+            extrapolated = x_next is not None
+            x = x_next if x_next is not None else (1.0 - beta) * x + beta * x_new
+        else:
+            x = (1.0 - beta) * x + beta * x_new
     x_out = x if converged else np.full_like(x, np.nan)
     return FixedPointResult(x_out, x, converged, it, res, tuple(history), reason, dict(aux),
                             time.perf_counter() - t0)
+
+
+class _Anderson:
+    """Anderson mixing state (type II): past iterates and their residuals ``F(x) - x``."""
+
+    def __init__(self, m: int) -> None:
+        self.m = m
+        self.xs: list[np.ndarray] = []
+        self.rs: list[np.ndarray] = []
+
+    def clear(self) -> None:
+        self.xs, self.rs = [], []
+
+    def step(self, x: np.ndarray, fx: np.ndarray, scale: np.ndarray,
+             beta: float) -> np.ndarray | None:
+        """Next iterate from ``x`` and ``F(x)``; ``None`` while the history is too short.
+
+        ``x_next = (x - dX g) + beta (r - dR g)`` with ``r = F(x) - x`` and ``g`` the
+        least-squares fit of ``r`` by the past residual differences ``dR``, each component
+        weighted by ``1/scale`` (the relative residual the convergence test uses).
+        """
+        r = fx - x
+        self.xs.append(x.copy())
+        self.rs.append(r)
+        if len(self.rs) > self.m + 1:
+            self.xs.pop(0)
+            self.rs.pop(0)
+        if len(self.rs) < 2:
+            return None
+        dR = np.stack([b - a for a, b in zip(self.rs[:-1], self.rs[1:], strict=True)], axis=1)
+        dX = np.stack([b - a for a, b in zip(self.xs[:-1], self.xs[1:], strict=True)], axis=1)
+        W = dR / scale[:, None]
+        # Tikhonov-regularised least squares (columns can be nearly dependent near convergence)
+        reg = 1e-10 * float(np.sum(W * W)) + 1e-300
+        gamma = np.linalg.solve(W.T @ W + reg * np.eye(W.shape[1]), W.T @ (r / scale))
+        x_next = x - dX @ gamma + beta * (r - dR @ gamma)
+        return x_next if np.all(np.isfinite(x_next)) else None
 
 
 class HasState(Protocol):
