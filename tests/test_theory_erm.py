@@ -10,7 +10,9 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pytest
+import scipy.stats
 from typer.testing import CliRunner
 
 from bayesslr.cli import app
@@ -60,6 +62,27 @@ def test_erm_vh_forms_agree_without_branch_jumps(erm_point):
         pytest.skip(f"branch jumps at this point (off_branch={r.off_branch})")
     assert abs(r.vh_gap_k) < 4 * r.vh_gap_k_se
     assert abs(r.vh_gap_v) < 4 * r.vh_gap_v_se
+
+
+def test_channel_error_predicts_the_spread_over_channel_seeds():
+    """The delta-method channel standard error against the actual spread of the fixed point's
+    test error over independent channel seeds (same point, ``K`` seeds). With ``K`` seeds the
+    sample variance over the predicted one is ``chi2(K-1)/(K-1)`` if the prediction is right:
+    the test accepts the 0.05%..99.95% range of that law (the prediction is also an estimate
+    and the solver tolerance adds a little spread; both are far inside that range)."""
+    K = 10
+    rs = [solve_erm(SPIKED, "softmax", 5.0, 1.0, options=ErmTheoryOptions(
+        samples=N_ERM, seed=100 + k, test_samples=50_000)) for k in range(K)]
+    assert all(r.converged for r in rs)
+    te = np.array([r.test_error for r in rs])
+    pred_var = np.mean([r.stderr**2 for r in rs])
+    ratio = te.var(ddof=1) / pred_var
+    lo, hi = scipy.stats.chi2.ppf([0.0005, 0.9995], K - 1) / (K - 1)
+    assert lo < ratio < hi, (ratio, te, pred_var)
+    # the channel part dominates the test-formula part at these sizes
+    assert all(r.channel_stderr > 2 * r.test_stderr for r in rs)
+    # the order parameters' errors are reported and finite
+    assert all(np.isfinite(list(r.order_stderr.values())).all() for r in rs)
 
 
 def test_erm_non_convergence_is_nan_with_flag_through_the_registry():

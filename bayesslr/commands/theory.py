@@ -135,7 +135,8 @@ def erm(
 
 def _erm_point(r, extra: dict[str, Any]) -> dict[str, Any]:
     d = r.to_dict()
-    keep = ("alpha", "lam_k", "lam_v", "test_error", "test_stderr", *_ORDER, "mh_k", "qh_k",
+    keep = ("alpha", "lam_k", "lam_v", "test_error", "stderr", "test_stderr", "channel_stderr",
+            "order_stderr", *_ORDER, "mh_k", "qh_k",
             "Vh_k", "mh_v", "qh_v", "Vh_v", "Vh_k_stein", "Vh_v_stein", "Vh_k_hessian",
             "Vh_v_hessian", "vh_gap_k", "vh_gap_v", "vh_gap_k_se", "vh_gap_v_se",
             "train_loss", "objective", "off_branch",

@@ -152,6 +152,11 @@ class ProxMoments(NamedTuple):
     gap_k_se, gap_v_se : Array
         Monte Carlo standard error of the per-sample difference between the Hessian-trace and
         the Stein-free ``Vh`` integrands (``/alpha``): the scale of the gap's noise.
+    cov : Array, shape (8, 8)
+        Covariance of the sample means of the per-sample integrands in the order
+        :data:`MOMENT_NAMES` (per-sample covariance ``/ n``; the stratification of lengths is
+        ignored, which can only overstate it): the channel Monte Carlo noise that
+        :mod:`bayesslr.theory.erm` propagates to the fixed point.
     """
 
     ff_k: Array
@@ -168,6 +173,10 @@ class ProxMoments(NamedTuple):
     off_branch: Array
     gap_k_se: Array
     gap_v_se: Array
+    cov: Array
+
+
+MOMENT_NAMES: tuple[str, ...] = ("ff_k", "ff_v", "fh_k", "fh_v", "fx_k", "fx_v", "tr_k", "tr_v")
 
 
 def _solve_small(A: Array, b: Array) -> Array:
@@ -321,19 +330,21 @@ def prox_channel(act: Activation, ch: ChannelSamples, m_k, q_k, V_k, m_v, q_v, V
     d_k = jnp.sum(terms[:, :L], -1) + jnp.sum(f_k * ch.xi, -1) / s_k
     d_v = jnp.sum(terms[:, L:], -1) + jnp.sum(f_v * ch.zeta, -1) / s_v
 
+    per = jnp.stack([jnp.sum(f_k**2, -1), jnp.sum(f_v**2, -1), jnp.sum(f_k * ch.chi_star, -1),
+                     jnp.sum(f_v * ch.z_star, -1), jnp.sum(f_k * ch.xi, -1),
+                     jnp.sum(f_v * ch.zeta, -1), jnp.sum(terms[:, :L], -1),
+                     jnp.sum(terms[:, L:], -1)], axis=-1)  # (n, 8) in MOMENT_NAMES order
+    means = jnp.mean(per, axis=0)
+    dev = per - means
+    cov = dev.T @ dev / ((n - 1) * n)
+
     return ProxMoments(
-        ff_k=mean(jnp.sum(f_k**2, -1)),
-        ff_v=mean(jnp.sum(f_v**2, -1)),
-        fh_k=mean(jnp.sum(f_k * ch.chi_star, -1)),
-        fh_v=mean(jnp.sum(f_v * ch.z_star, -1)),
-        fx_k=mean(jnp.sum(f_k * ch.xi, -1)),
-        fx_v=mean(jnp.sum(f_v * ch.zeta, -1)),
-        tr_k=mean(jnp.sum(terms[:, :L], -1)),
-        tr_v=mean(jnp.sum(terms[:, L:], -1)),
+        **dict(zip(MOMENT_NAMES, means, strict=True)),
         loss=mean(loss),
         loss_se=se(loss),
         unconverged=mean(bad),
         off_branch=mean(off_branch),
         gap_k_se=se(d_k),
         gap_v_se=se(d_v),
+        cov=cov,
     )

@@ -32,7 +32,7 @@ import dataclasses
 import functools
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,7 +42,12 @@ import numpy as np
 
 from bayesslr.activations import Activation, get_activation
 from bayesslr.task import ConfigError, TaskConfig, check_int, check_real
-from bayesslr.theory.channel import ChannelSamples, prox_channel, sample_channel
+from bayesslr.theory.channel import (
+    MOMENT_NAMES,
+    ChannelSamples,
+    prox_channel,
+    sample_channel,
+)
 from bayesslr.theory.solver import (
     FixedPointResult,
     SolverOptions,
@@ -96,6 +101,9 @@ class ErmTheoryOptions:
         Monte Carlo size of the population test-error formula.
     theta : tuple of float
         The activation's own scalars, held fixed (erf: ``(c,)``; default the registry's init).
+    channel_error : bool
+        Propagate the channel Monte Carlo noise to the fixed point (:func:`channel_error`,
+        6 extra update calls per point); off, ``channel_stderr`` is NaN.
     solver : SolverOptions, optional
         Damping, tolerance, caps and watchdog; default :func:`default_solver` for ``samples``.
     """
@@ -108,6 +116,7 @@ class ErmTheoryOptions:
     shift: float = 4.0
     test_samples: int = 200_000
     theta: tuple[float, ...] | None = None
+    channel_error: bool = True
     solver: SolverOptions | None = None
 
     def __post_init__(self) -> None:
@@ -146,8 +155,19 @@ class ErmTheoryResult:
         Hessian minus Stein-free ``Vh`` (MC noise plus the missed branch-jump term).
     vh_gap_k_se, vh_gap_v_se : float
         Monte Carlo standard errors of the gaps.
-    test_error, test_stderr : float
-        Population excess error at the overlaps and its Monte Carlo standard error.
+    test_error : float
+        Population excess error at the overlaps.
+    test_stderr : float
+        Monte Carlo standard error of the test-error formula alone (overlaps held fixed).
+    channel_stderr : float
+        Standard error of ``test_error`` from the channel Monte Carlo noise of the fixed point
+        (delta method, :func:`channel_error`; NaN when switched off). It dominates: at ``2e4``
+        samples it is ~5x ``test_stderr``.
+    stderr : float
+        Total standard error, ``hypot(test_stderr, channel_stderr)`` (``test_stderr`` when the
+        channel error is off).
+    order_stderr : dict
+        Channel Monte Carlo standard error of each order parameter.
     train_loss, train_loss_se : float
         Training loss per sample at the fixed point and its Monte Carlo standard error.
     objective : float
@@ -202,6 +222,9 @@ class ErmTheoryResult:
     vh_gap_v_se: float
     test_error: float
     test_stderr: float
+    channel_stderr: float
+    stderr: float
+    order_stderr: dict[str, float]
     train_loss: float
     train_loss_se: float
     objective: float
@@ -260,50 +283,106 @@ def _check_point(alpha: Any, lam_k: Any, lam_v: Any) -> tuple[float, float, floa
             check_real("lam_v", lam_v, low=0.0))
 
 
+def conjugates(mom: Mapping[str, float], x: np.ndarray, alpha: float, lam_k: float,
+               lam_v: float, vh_form: str) -> tuple[np.ndarray, dict[str, float]]:
+    """Channel moments at ``x`` -> conjugates -> the next order parameters (module docstring).
+
+    Returns the new ``(m_k, q_k, V_k, m_v, q_v, V_v)`` (NaN where the ridge no longer
+    confines a direction, ``lam + Vh <= 0``) and the conjugates of both ``Vh`` forms.
+    """
+    m_k, q_k, _, m_v, q_v, _ = (float(t) for t in x)
+    s_k = math.sqrt(max(q_k - m_k**2, 0.0))
+    s_v = math.sqrt(max(q_v - m_v**2, 0.0))
+    nan = math.nan
+    aux: dict[str, float] = {
+        "mh_k": alpha * (mom["fh_k"] - m_k / s_k * mom["fx_k"]) if s_k > 0 else nan,
+        "mh_v": alpha * (mom["fh_v"] - m_v / s_v * mom["fx_v"]) if s_v > 0 else nan,
+        "qh_k": alpha * mom["ff_k"],
+        "qh_v": alpha * mom["ff_v"],
+        "Vh_k_stein": -alpha * mom["fx_k"] / s_k if s_k > 0 else nan,
+        "Vh_v_stein": -alpha * mom["fx_v"] / s_v if s_v > 0 else nan,
+        "Vh_k_hessian": alpha * mom["tr_k"],
+        "Vh_v_hessian": alpha * mom["tr_v"],
+    }
+    new = []
+    for a, lam in (("k", lam_k), ("v", lam_v)):
+        vh = aux[f"Vh_{a}_{vh_form}"]
+        aux[f"Vh_{a}"] = vh
+        mh, qh = aux[f"mh_{a}"], aux[f"qh_{a}"]
+        den = lam + vh
+        if not den > 0:  # the ridge no longer confines this direction: no fixed point here
+            return np.full(6, np.nan), aux
+        V = 1.0 / den
+        new += [mh * V, (mh * mh + qh) * V * V, V]
+    return np.asarray(new), aux
+
+
 def make_update(task: TaskConfig, act: Activation, alpha: float, lam_k: float, lam_v: float,
                 options: ErmTheoryOptions):
-    """The fixed-point map ``F(x) -> (x_new, aux)`` of spec section 5 (ERM)."""
+    """The fixed-point map ``F(x) -> (x_new, aux)`` of spec section 5 (ERM).
+
+    ``aux`` carries the conjugates, the diagnostics, and under ``"moments"`` / ``"moments_cov"``
+    the channel moments and their Monte Carlo covariance (:func:`channel_error`).
+    """
     ch = channel_samples(task, options.samples, options.seed)
     theta = _theta(act, options.theta)
 
-    def update(x: np.ndarray) -> tuple[np.ndarray, dict[str, float]]:
+    def update(x: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
         m_k, q_k, V_k, m_v, q_v, V_v = (float(t) for t in x)
         with jax.enable_x64(True):
-            mom = prox_channel(act, ch, m_k, q_k, V_k, m_v, q_v, V_v, jnp.asarray(theta),
+            out = prox_channel(act, ch, m_k, q_k, V_k, m_v, q_v, V_v, jnp.asarray(theta),
                                n_explore=options.n_explore, n_refine=options.n_refine,
                                shift=options.shift)
-            mom = {k: float(v) for k, v in mom._asdict().items()}
-        s_k = math.sqrt(max(q_k - m_k**2, 0.0))
-        s_v = math.sqrt(max(q_v - m_v**2, 0.0))
-        aux: dict[str, float] = {
-            "mh_k": alpha * (mom["fh_k"] - m_k / s_k * mom["fx_k"]) if s_k > 0 else math.nan,
-            "mh_v": alpha * (mom["fh_v"] - m_v / s_v * mom["fx_v"]) if s_v > 0 else math.nan,
-            "qh_k": alpha * mom["ff_k"],
-            "qh_v": alpha * mom["ff_v"],
-            "Vh_k_stein": -alpha * mom["fx_k"] / s_k if s_k > 0 else math.nan,
-            "Vh_v_stein": -alpha * mom["fx_v"] / s_v if s_v > 0 else math.nan,
-            "Vh_k_hessian": alpha * mom["tr_k"],
-            "Vh_v_hessian": alpha * mom["tr_v"],
+            cov = np.asarray(out.cov)
+            mom = {k: float(v) for k, v in out._asdict().items() if k != "cov"}
+        new, aux = conjugates(mom, x, alpha, lam_k, lam_v, options.vh_form)
+        aux.update({
             "train_loss": mom["loss"],
             "train_loss_se": mom["loss_se"],
             "off_branch": mom["off_branch"],
             "prox_unconverged": mom["unconverged"],
             "vh_gap_k_se": alpha * mom["gap_k_se"],
             "vh_gap_v_se": alpha * mom["gap_v_se"],
-        }
-        new = []
-        for a, lam in (("k", lam_k), ("v", lam_v)):
-            vh = aux[f"Vh_{a}_{options.vh_form}"]
-            aux[f"Vh_{a}"] = vh
-            mh, qh = aux[f"mh_{a}"], aux[f"qh_{a}"]
-            den = lam + vh
-            if not den > 0:  # the ridge no longer confines this direction: no fixed point here
-                return np.full(6, np.nan), aux
-            V = 1.0 / den
-            new += [mh * V, (mh * mh + qh) * V * V, V]
-        return np.asarray(new), aux
+            "moments": {k: mom[k] for k in MOMENT_NAMES},
+            "moments_cov": cov,
+        })
+        return new, aux
 
     return update
+
+
+def channel_error(update, x: np.ndarray, aux: Mapping[str, Any], alpha: float, lam_k: float,
+                  lam_v: float, vh_form: str, *, rel_step: float = 1e-2) -> np.ndarray:
+    """Covariance of the fixed point's order parameters from the channel Monte Carlo noise.
+
+    Delta method: the estimated fixed point solves ``x = G(M(x) + eps, x)``, ``M`` the channel
+    moments, ``eps`` their Monte Carlo error (covariance ``aux["moments_cov"]``), ``G`` the
+    map :func:`conjugates`. Linearising, ``(I - J) dx = dG/dM eps`` with ``J`` the Jacobian
+    of the full map ``F`` at ``x`` (forward differences on the common random numbers, step
+    ``rel_step`` relative: coarse enough to step over the ``O(1/n)`` branch jumps) and
+    ``dG/dM`` by central differences; ``Cov(dx) = A Cov(eps) A^T``, ``A = (I - J)^-1 dG/dM``.
+    ``6`` extra update calls. Near a spinodal ``I - J`` turns singular and the error grows,
+    as it should.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    f0 = conjugates(aux["moments"], x, alpha, lam_k, lam_v, vh_form)[0]
+    J = np.empty((6, 6))
+    for j in range(6):
+        h = rel_step * max(abs(x[j]), 1e-2)
+        xp = x.copy()
+        xp[j] += h
+        J[:, j] = (update(xp)[0] - f0) / h
+    mom = dict(aux["moments"])
+    dG = np.empty((6, len(MOMENT_NAMES)))
+    for i, name in enumerate(MOMENT_NAMES):
+        h = 1e-6 * max(abs(mom[name]), 1e-3)
+        up, dn = dict(mom), dict(mom)
+        up[name] += h
+        dn[name] -= h
+        dG[:, i] = (conjugates(up, x, alpha, lam_k, lam_v, vh_form)[0]
+                    - conjugates(dn, x, alpha, lam_k, lam_v, vh_form)[0]) / (2 * h)
+    A = np.linalg.solve(np.eye(6) - J, dG)
+    return A @ np.asarray(aux["moments_cov"]) @ A.T
 
 
 def solve_erm(task: TaskConfig, activation: str, alpha: Any, lam_k: Any, lam_v: Any = None,
@@ -344,25 +423,57 @@ def solve_erm(task: TaskConfig, activation: str, alpha: Any, lam_k: Any, lam_v: 
         x_start, start_name = start_point(task, start), start
     else:
         x_start, start_name = np.asarray(x0, dtype=np.float64), "continuation"
-    fp = solve_fixed_point(make_update(task, act, alpha, lam_k, lam_v, opt), x_start, opt.solver)
-    return _finish(task, act, alpha, lam_k, lam_v, opt, fp, start_name, t0)
+    update = make_update(task, act, alpha, lam_k, lam_v, opt)
+    fp = solve_fixed_point(update, x_start, opt.solver)
+    return _finish(task, act, alpha, lam_k, lam_v, opt, fp, start_name, t0, update)
 
 
-def _finish(task, act, alpha, lam_k, lam_v, opt, fp: FixedPointResult, start_name, t0):
+def _risk_gradient(task: TaskConfig, act: Activation, theta: np.ndarray, p4: Sequence[float],
+                   samples: int, seed: int) -> np.ndarray:
+    """Gradient of the population excess risk ``1 - 2 m_v A + q_v B`` in
+    ``(m_k, q_k, m_v, q_v)`` (autodiff through the Monte Carlo fields, common numbers)."""
+    from bayesslr.population import ab_terms, make_fields
+
+    with jax.enable_x64(True):
+        fields = make_fields(task, "mc", samples, seed)
+        th = jnp.asarray(theta)
+
+        def risk(p):
+            m_k, q_k, m_v, q_v = p[0], p[1], p[2], p[3]
+            a, b = ab_terms(act, fields, m_k, jnp.sqrt(q_k - m_k**2), th)
+            return 1.0 - 2.0 * m_v * jnp.sum(fields.weight * a) + q_v * jnp.sum(fields.weight * b)
+
+        return np.asarray(jax.grad(risk)(jnp.asarray(p4, dtype=jnp.float64)))
+
+
+def _finish(task, act, alpha, lam_k, lam_v, opt, fp: FixedPointResult, start_name, t0,
+            update=None):
     nan = math.nan
     a = fp.aux if fp.converged else {}
     x = fp.x
     vals = dict(zip(ORDER_NAMES, (float(t) for t in x), strict=True))
-    test, test_se = nan, nan
+    test, test_se, chan_se = nan, nan, nan
+    order_se = dict.fromkeys(ORDER_NAMES, nan)
     if fp.converged:
         from bayesslr.population import excess_risk
 
         theta = _theta(act, opt.theta)
-        pr = excess_risk(task, act.name, vals["m_k"], max(vals["q_k"], vals["m_k"] ** 2),
-                         vals["m_v"], max(vals["q_v"], vals["m_v"] ** 2),
-                         list(theta) if act.n_params else None,
+        p4 = (vals["m_k"], max(vals["q_k"], vals["m_k"] ** 2), vals["m_v"],
+              max(vals["q_v"], vals["m_v"] ** 2))
+        pr = excess_risk(task, act.name, *p4, list(theta) if act.n_params else None,
                          samples=opt.test_samples, seed=opt.seed + 1)
         test, test_se = pr.excess_risk, pr.stderr
+        if opt.channel_error and update is not None and "moments" in a:
+            try:
+                cov = channel_error(update, x, a, alpha, lam_k, lam_v, opt.vh_form)
+                grad = _risk_gradient(task, act, theta, p4, min(opt.test_samples, 50_000),
+                                      opt.seed + 1)
+                sub = cov[np.ix_([0, 1, 3, 4], [0, 1, 3, 4])]
+                chan_se = float(math.sqrt(max(float(grad @ sub @ grad), 0.0)))
+                order_se = {n: float(math.sqrt(max(v, 0.0)))
+                            for n, v in zip(ORDER_NAMES, np.diag(cov), strict=True)}
+            except (np.linalg.LinAlgError, ValueError, ArithmeticError):
+                pass  # stays NaN: the error estimate failed, the point itself stands
     g = a.get
     train = g("train_loss", nan)
     objective = train + (lam_k * vals["q_k"] + lam_v * vals["q_v"]) / (2.0 * alpha)
@@ -375,7 +486,9 @@ def _finish(task, act, alpha, lam_k, lam_v, opt, fp: FixedPointResult, start_nam
         vh_gap_k=g("Vh_k_hessian", nan) - g("Vh_k_stein", nan),
         vh_gap_v=g("Vh_v_hessian", nan) - g("Vh_v_stein", nan),
         vh_gap_k_se=g("vh_gap_k_se", nan), vh_gap_v_se=g("vh_gap_v_se", nan),
-        test_error=test, test_stderr=test_se, train_loss=train,
+        test_error=test, test_stderr=test_se, channel_stderr=chan_se,
+        stderr=test_se if math.isnan(chan_se) else math.hypot(test_se, chan_se),
+        order_stderr=order_se, train_loss=train,
         train_loss_se=g("train_loss_se", nan), objective=objective,
         off_branch=g("off_branch", nan), prox_unconverged=g("prox_unconverged", nan),
         converged=fp.converged, iterations=fp.iterations, residual=fp.residual,
@@ -416,11 +529,13 @@ def erm_curve(task: TaskConfig, activation: str, alphas: Sequence[float], lam_k:
         raise ConfigError("alpha=[] is empty; allowed: at least one alpha > 0")
     lam_v = lam_k if lam_v is None else lam_v
     sweeps: dict[str, list[ErmTheoryResult]] = {}
+    # branches are ranked without their channel error; the winners get it below
+    search = dataclasses.replace(opt, channel_error=False)
     for start in starts:
         start_point(task, start)  # validate the name before any work
 
         def solve_at(alpha: float, x0: np.ndarray | None, start=start) -> ErmTheoryResult:
-            return solve_erm(task, activation, alpha, lam_k, lam_v, opt, start=start, x0=x0)
+            return solve_erm(task, activation, alpha, lam_k, lam_v, search, start=start, x0=x0)
 
         for desc in ((False, True) if both_directions and len(alphas) > 1 else (False,)):
             sweeps[f"{start}-{'down' if desc else 'up'}"] = continuation(
@@ -431,5 +546,9 @@ def erm_curve(task: TaskConfig, activation: str, alphas: Sequence[float], lam_k:
         b = cands[0]
         for c in cands[1:]:
             b = _better(b, c)
+        if b.converged and opt.channel_error:  # warm restart at the winner: a few iterations
+            again = solve_erm(task, activation, b.alpha, lam_k, lam_v, opt, x0=b.x)
+            if again.converged:
+                b = dataclasses.replace(again, start=b.start)
         best.append(b)
     return best, sweeps

@@ -7,8 +7,10 @@
   starts with the free-entropy verdict.
 
 ``cell.seed`` seeds the channel's common random numbers; ``cell.D`` is ignored (``D -> inf``).
-Options (``cell.options``): ``samples``, ``test_samples``, ``vh_form``, ``start``, ``damping``,
-``tol``, ``max_iter``, ``call_timeout_s``, ``max_seconds``, ``theta`` (erm); ``samples``,
+Options (``cell.options``): ``samples``, ``test_samples``, ``vh_form``, ``start``,
+``channel_error``, ``damping``, ``tol``, ``accel``, ``max_iter``, ``call_timeout_s``,
+``max_seconds``, ``theta`` (erm); ``stderr`` of a theory_erm cell is the total standard error
+(test formula and channel Monte Carlo), both parts are stored too; ``samples``,
 ``test_samples``, ``gh_nodes``, ``m_clip``, ``damping``, ``tol``, ``max_iter`` (bayes).
 """
 
@@ -29,7 +31,7 @@ from bayesslr.theory.solver import SolverOptions
 _SOLVER_KEYS = ("damping", "tol", "max_iter", "min_iter", "call_timeout_s", "max_seconds",
                 "accel", "anderson_m")
 ERM_KEYS = ("samples", "test_samples", "vh_form", "n_explore", "n_refine", "shift", "theta",
-            "start") + _SOLVER_KEYS
+            "start", "channel_error") + _SOLVER_KEYS
 BAYES_KEYS = ("samples", "test_samples", "gh_nodes", "m_clip") + _SOLVER_KEYS
 
 
@@ -53,7 +55,7 @@ def erm_options(options: Mapping[str, Any], seed: int) -> ErmTheoryOptions:
     """:class:`ErmTheoryOptions` from a cell's options dict."""
     _check_keys(options, ERM_KEYS, "theory_erm")
     kw = {k: options[k] for k in ("samples", "test_samples", "vh_form", "n_explore", "n_refine",
-                                  "shift") if k in options}
+                                  "shift", "channel_error") if k in options}
     if "theta" in options:
         th = options["theta"]
         kw["theta"] = tuple(float(t) for t in (th if isinstance(th, list | tuple) else [th]))
@@ -93,7 +95,8 @@ def theory_erm_cell(cell: Cell) -> dict[str, Any]:
     else:
         lam = check_real("lam", lam, low=0.0)
         r = solve_erm(task, cell.activation, cell.alpha, lam, lam, opt, start=start)
-    out: dict[str, Any] = {"test_error": r.test_error, "stderr": r.test_stderr,
+    out: dict[str, Any] = {"test_error": r.test_error, "stderr": r.stderr,
+                           "test_stderr": r.test_stderr, "channel_stderr": r.channel_stderr,
                            "risk": r.test_error + task.delta, "lam": r.lam_k,
                            "converged": r.converged}
     out.update({k: getattr(r, k) for k in _ERM_OUT})
