@@ -182,7 +182,8 @@ def bayes(
         d = p.best.to_dict()
         point = {k: d[k] for k in ("alpha", "test_error", "test_stderr", "m_k", "q_k", "V_k",
                                    "m_v", "q_v", "V_v", "mh_k", "mh_v", "free_entropy",
-                                   "nishimori_gap", "clipped", "converged", "iterations",
+                                   "nishimori_gap", "quadrature_error", "clipped",
+                                   "converged", "iterations",
                                    "residual", "reason")}
         point["branch"] = "informed" if p.best is p.informed else "uninformed"
         point["branches_differ"] = p.branches_differ

@@ -120,9 +120,10 @@ def optimal_lambda(task: TaskConfig, activation: str, alpha: Any,
     evals = tuple(sorted((r.lam_k, r.test_error) for r in solved.values()))
     lam_best = best.lam_k if best.converged else math.nan
     if best.converged and opt_final.channel_error:  # warm restart at the winner: ~2 iterations
-        again = solve_erm(task, activation, alpha, lam_best, lam_best, opt_final, x0=best.x)
+        again = solve_erm(task, activation, alpha, lam_best, lam_best, opt_final, start=start,
+                          x0=best.x)
         if again.converged:
-            best = dataclasses.replace(again, start=best.start)
+            best = again
     return LamOptResult(alpha, lam_best, best.test_error, best, evals,
                         bool(best.converged and lam_best in (grid[0], grid[-1])),
                         tuple(sorted(solved.values(), key=lambda r: r.lam_k)))

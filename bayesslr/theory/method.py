@@ -126,6 +126,7 @@ def theory_bayes_cell(cell: Cell) -> dict[str, Any]:
         "free_entropy_uninformed": unf.free_entropy, "free_entropy_informed": inf.free_entropy,
         "branches_differ": p.branches_differ, "hard_phase": p.hard_phase,
         "samples": b.samples, "quadrature": b.quadrature,
+        "quadrature_error": b.quadrature_error,
     }
     out["runtime_s"] = time.perf_counter() - t0
     return out
