@@ -126,18 +126,35 @@ def test_bayes_below_softmax_below_linear_at_optimal_lam():
     assert soft.test_error < lin.test_error + 4 * se_ls
 
 
-def test_theory_agrees_with_finite_D_erm(erm_point):
-    """Softmax, spiked, L = 3, nu = 2, alpha = 5 (spec section 5's checked setting, at lam = 1).
+def test_theory_agrees_with_finite_D_erm_and_runs_concentrate_as_D_grows():
+    """Softmax, spiked, ``L = 3``, ``nu = 2``, ``alpha = 5``, ``lam = 1``: L-BFGS ERM from the
+    informed start against the fixed point (2e4 channel samples, total standard error).
 
-    L-BFGS ERM from the informed start at ``D = 400`` (3 seeds) against the fixed point; the
-    theory's own Monte Carlo error is estimated from a second channel seed."""
-    alpha, lam = erm_point.alpha, erm_point.lam_k
-    other = solve_erm(SPIKED, "softmax", alpha, lam, options=ErmTheoryOptions(
-        samples=N_ERM, seed=1, test_samples=50_000), x0=erm_point.x)
-    th = [erm_point, other]
-    assert all(r.converged for r in th)
-    t_mean = 0.5 * (th[0].test_error + th[1].test_error)
-    t_se = max(abs(th[0].test_error - th[1].test_error) / 2, th[0].test_stderr)
-    sim = run_cell(Cell(method="erm:softmax", alpha=alpha, lam=lam, D=400, seed=0,
-                        options={"seeds": 3, "n_test": 5_000}))
-    assert abs(sim["test_error"] - t_mean) < 4 * math.hypot(sim["stderr"], t_se)
+    * ``D = 1000``: the seed mean agrees with the theory within 4 combined standard errors.
+    * The gap of a single run, ``e_i - theory``, shrinks as ``D`` grows: its mean square at
+      ``D = 1000`` is below that at ``D = 50`` beyond the 99.9% point of the ``F`` law that
+      equal mean squares would give. Measured (issue 5 note): the *mean* gap is below the
+      resolution at every ``D`` from 100 to 2000 (``|z| < 1.6`` at three ``(alpha, lam)``);
+      what shrinks is the run-to-run spread, ``std ~ 0.8 / sqrt(D)`` here.
+    * That rate: ``D x`` mean square is the same at both sizes within the 0.1%..99.9% range
+      of the ``F`` law (fluctuations ``O(D^-1/2)``, the scaling the replica theory assumes).
+    """
+    from bayesslr.erm.protocol import ERMOptions, erm_fit
+
+    alpha, lam = 5.0, 1.0
+    th = solve_erm(SPIKED, "softmax", alpha, lam, options=ErmTheoryOptions(test_samples=50_000))
+    assert th.converged and math.isfinite(th.stderr)
+    runs = {}
+    for D, n_seeds in ((50, 64), (1000, 12)):
+        task = make_task("spiked", 3, 2.0, 0.0, D)
+        res = erm_fit(task, "softmax", int(alpha * D), lam, seeds=range(500, 500 + n_seeds),
+                      opts=ERMOptions(n_test=20_000))
+        runs[D] = np.asarray(res.test_error, dtype=np.float64)
+    big = runs[1000]
+    se_big = big.std(ddof=1) / math.sqrt(len(big))
+    assert abs(big.mean() - th.test_error) < 4 * math.hypot(se_big, th.stderr)
+    ms = {D: float(np.mean((e - th.test_error) ** 2)) for D, e in runs.items()}
+    dof = {D: len(e) for D, e in runs.items()}
+    assert ms[50] / ms[1000] > scipy.stats.f.ppf(0.999, dof[50], dof[1000])
+    lo, hi = scipy.stats.f.ppf([0.001, 0.999], dof[1000], dof[50])
+    assert lo < (1000 * ms[1000]) / (50 * ms[50]) < hi
