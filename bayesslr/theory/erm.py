@@ -103,7 +103,7 @@ class ErmTheoryOptions:
         The activation's own scalars, held fixed (erf: ``(c,)``; default the registry's init).
     channel_error : bool
         Propagate the channel Monte Carlo noise to the fixed point (:func:`channel_error`,
-        6 extra update calls per point); off, ``channel_stderr`` is NaN.
+        7 extra update calls per point); off, ``channel_stderr`` is NaN.
     solver : SolverOptions, optional
         Damping, tolerance, caps and watchdog; default :func:`default_solver` for ``samples``.
     """
@@ -351,21 +351,23 @@ def make_update(task: TaskConfig, act: Activation, alpha: float, lam_k: float, l
     return update
 
 
-def channel_error(update, x: np.ndarray, aux: Mapping[str, Any], alpha: float, lam_k: float,
-                  lam_v: float, vh_form: str, *, rel_step: float = 1e-2) -> np.ndarray:
+def channel_error(update, x: np.ndarray, alpha: float, lam_k: float, lam_v: float,
+                  vh_form: str, *, rel_step: float = 1e-2) -> np.ndarray:
     """Covariance of the fixed point's order parameters from the channel Monte Carlo noise.
 
     Delta method: the estimated fixed point solves ``x = G(M(x) + eps, x)``, ``M`` the channel
-    moments, ``eps`` their Monte Carlo error (covariance ``aux["moments_cov"]``), ``G`` the
-    map :func:`conjugates`. Linearising, ``(I - J) dx = dG/dM eps`` with ``J`` the Jacobian
-    of the full map ``F`` at ``x`` (forward differences on the common random numbers, step
+    moments, ``eps`` their Monte Carlo error (covariance ``moments_cov`` of ``update(x)``),
+    ``G`` the map :func:`conjugates`. Linearising, ``(I - J) dx = dG/dM eps`` with ``J`` the
+    Jacobian of the full map ``F`` at ``x`` (forward differences on the common random numbers, step
     ``rel_step`` relative: coarse enough to step over the ``O(1/n)`` branch jumps) and
     ``dG/dM`` by central differences; ``Cov(dx) = A Cov(eps) A^T``, ``A = (I - J)^-1 dG/dM``.
-    ``6`` extra update calls. Near a spinodal ``I - J`` turns singular and the error grows,
+    ``7`` update calls. Near a spinodal ``I - J`` turns singular and the error grows,
     as it should.
     """
     x = np.asarray(x, dtype=np.float64)
-    f0 = conjugates(aux["moments"], x, alpha, lam_k, lam_v, vh_form)[0]
+    # F(x), the moments and their covariance at x itself (the solver's last call was at the
+    # previous iterate, a residual away: too far for a difference step of 1e-2)
+    f0, aux = update(x)
     J = np.empty((6, 6))
     for j in range(6):
         h = rel_step * max(abs(x[j]), 1e-2)
@@ -447,7 +449,7 @@ def _risk_gradient(task: TaskConfig, act: Activation, theta: np.ndarray, p4: Seq
 
 
 def _finish(task, act, alpha, lam_k, lam_v, opt, fp: FixedPointResult, start_name, t0,
-            update=None):
+            update):
     nan = math.nan
     a = fp.aux if fp.converged else {}
     x = fp.x
@@ -463,9 +465,9 @@ def _finish(task, act, alpha, lam_k, lam_v, opt, fp: FixedPointResult, start_nam
         pr = excess_risk(task, act.name, *p4, list(theta) if act.n_params else None,
                          samples=opt.test_samples, seed=opt.seed + 1)
         test, test_se = pr.excess_risk, pr.stderr
-        if opt.channel_error and update is not None and "moments" in a:
+        if opt.channel_error:
             try:
-                cov = channel_error(update, x, a, alpha, lam_k, lam_v, opt.vh_form)
+                cov = channel_error(update, x, alpha, lam_k, lam_v, opt.vh_form)
                 grad = _risk_gradient(task, act, theta, p4, min(opt.test_samples, 50_000),
                                       opt.seed + 1)
                 sub = cov[np.ix_([0, 1, 3, 4], [0, 1, 3, 4])]

@@ -201,7 +201,7 @@ def solve_fixed_point(update: UpdateFn, x0: Sequence[float] | np.ndarray,
     anderson = _Anderson(opt.anderson_m) if opt.accel == "anderson" else None
     restarts = 0
     extrapolated = False  # x came from an Anderson step (may be abandoned)
-    best: tuple[float, np.ndarray, np.ndarray, dict[str, Any]] | None = None
+    best: tuple[float, np.ndarray, np.ndarray] | None = None  # residual, x, F(x)
     while it < opt.max_iter:
         if time.perf_counter() - t0 > opt.max_seconds:
             reason = "time budget"
@@ -230,7 +230,7 @@ def solve_fixed_point(update: UpdateFn, x0: Sequence[float] | np.ndarray,
                 anderson.clear()
                 if restarts > opt.anderson_max_restarts:
                     anderson = None
-            _, bx, bF, _ = best
+            _, bx, bF = best
             x = (1.0 - beta) * bx + beta * bF
             extrapolated = False
             continue
@@ -240,7 +240,7 @@ def solve_fixed_point(update: UpdateFn, x0: Sequence[float] | np.ndarray,
         aux = new_aux
         history.append(res)
         if best is None or res <= best[0]:
-            best = (res, x.copy(), x_new.copy(), aux)
+            best = (res, x.copy(), x_new.copy())
         if res < opt.tol and it >= opt.min_iter:
             x = (1.0 - beta) * x + beta * x_new
             converged = True
