@@ -180,7 +180,8 @@ def bayes(
     points = []
     for p in pts:
         d = p.best.to_dict()
-        point = {k: d[k] for k in ("alpha", "test_error", "test_stderr", "m_k", "q_k", "V_k",
+        point = {k: d[k] for k in ("alpha", "test_error", "stderr", "test_stderr",
+                                   "channel_stderr", "m_k", "q_k", "V_k",
                                    "m_v", "q_v", "V_v", "mh_k", "mh_v", "free_entropy",
                                    "nishimori_gap", "quadrature_error", "clipped",
                                    "converged", "iterations",

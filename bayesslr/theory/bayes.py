@@ -118,7 +118,13 @@ class BayesTheoryResult:
     mh_k, mh_v : float
         Conjugates ``alpha E|g_a|^2``.
     test_error, test_stderr : float
-        Test excess error ``1 - m_v E[sum pi^2]`` and its Monte Carlo standard error.
+        Test excess error ``1 - m_v E[sum pi^2]`` and the Monte Carlo standard error of that
+        formula alone (overlaps held fixed).
+    channel_stderr : float
+        Standard error of ``test_error`` from the channel Monte Carlo noise of the fixed point
+        (delta method, :func:`_channel_stderr`; 0 in a clipped direction).
+    stderr : float
+        Total, ``hypot(test_stderr, channel_stderr)``.
     nishimori_gap : float
         ``E[pi_eps*] - E[sum pi^2]`` on the test samples (zero up to Monte Carlo error).
     free_entropy : float
@@ -156,6 +162,8 @@ class BayesTheoryResult:
     mh_v: float
     test_error: float
     test_stderr: float
+    channel_stderr: float
+    stderr: float
     nishimori_gap: float
     quadrature_error: float
     free_entropy: float
@@ -330,8 +338,11 @@ def se_moments(st: _Channel, ch: ChannelSamples, m_k, m_v, quad) -> dict[str, Ar
     g_k = jnp.where(ch.mask, g_k, 0.0)
     g_v = jnp.where(ch.mask, g_v, 0.0)
     lz = _log_zout(st, w_k, w_v, V_k, V_v, ch.y, ch.mask, ch.length, quad)
-    return {"gg_k": jnp.mean(jnp.sum(g_k**2, -1)), "gg_v": jnp.mean(jnp.sum(g_v**2, -1)),
-            "log_zout": jnp.mean(lz)}
+    per = jnp.stack([jnp.sum(g_k**2, -1), jnp.sum(g_v**2, -1)], axis=-1)  # (n, 2)
+    dev = per - jnp.mean(per, axis=0)
+    n = per.shape[0]
+    return {"gg_k": jnp.mean(per[:, 0]), "gg_v": jnp.mean(per[:, 1]), "log_zout": jnp.mean(lz),
+            "gg_cov": dev.T @ dev / ((n - 1) * n)}
 
 
 @partial(jax.jit, static_argnums=0)
@@ -384,6 +395,38 @@ def _psi0(mh: float) -> float:
     return 0.5 * (mh - math.log1p(mh))
 
 
+def _channel_stderr(update, x: np.ndarray, mom: dict[str, Any], alpha: float, hi: float,
+                    test_error_at, test_error: float, *, step: float = 1e-4) -> float:
+    """Channel Monte Carlo error of the test error at the fixed point ``x = (m_k, m_v)``.
+
+    The same delta method as the ERM theory (:func:`bayesslr.theory.erm.channel_error`):
+    ``x = G(M(x) + eps)`` with ``G(M) = alpha M / (1 + alpha M)`` (0 derivative where ``x``
+    sits at the clip), ``Cov(dx) = A Cov(eps) A^T``, ``A = (I - J)^-1 dG/dM``, ``J`` by
+    forward differences of the map (2 calls; the Bayes map has no branch jumps, so a small
+    step is fine), ``Cov(eps)`` from the per-sample ``|g_a|^2``, the test error's gradient by
+    the same differences on the (common) test samples.
+    NaN when the linear algebra fails (a spinodal, where ``I - J`` is singular).
+    """
+    clipped = x >= hi * (1 - 1e-12)
+    M = np.array([mom["gg_k"], mom["gg_v"]])
+    dG = np.diag(np.where(clipped, 0.0, alpha / (1.0 + alpha * M) ** 2))
+    f0 = np.clip(alpha * M / (1.0 + alpha * M), 0.0, hi)  # update(x), from the moments at x
+    J = np.empty((2, 2))
+    grad = np.empty(2)
+    hs = np.where(x + step > hi, -step, step)
+    for j in range(2):
+        xp = x.copy()
+        xp[j] += hs[j]
+        J[:, j] = (update(xp)[0] - f0) / hs[j]
+        grad[j] = (test_error_at(*xp) - test_error) / hs[j]
+    try:
+        A = np.linalg.solve(np.eye(2) - J, dG)
+    except np.linalg.LinAlgError:
+        return math.nan
+    cov = A @ np.asarray(mom["gg_cov"]) @ A.T
+    return float(math.sqrt(max(float(grad @ cov @ grad), 0.0)))
+
+
 def solve_bayes(task: TaskConfig, alpha: Any, options: BayesTheoryOptions | None = None, *,
                 start: str = "uninformed", x0: np.ndarray | None = None) -> BayesTheoryResult:
     """Solve the Bayes-optimal state evolution at one ``alpha`` (spec section 5).
@@ -417,10 +460,10 @@ def solve_bayes(task: TaskConfig, alpha: Any, options: BayesTheoryOptions | None
     with jax.enable_x64(True):
         quad = _quad(task, opt)
 
-    def moments(x: np.ndarray) -> dict[str, float]:
+    def moments(x: np.ndarray) -> dict[str, Any]:
         with jax.enable_x64(True):
             mom = se_moments(st, ch, float(x[0]), float(x[1]), quad)
-            return {k: float(v) for k, v in mom.items()}
+            return {k: np.asarray(v) if k == "gg_cov" else float(v) for k, v in mom.items()}
 
     def update(x: np.ndarray) -> tuple[np.ndarray, dict[str, float]]:
         mom = moments(np.clip(x, 0.0, hi))
@@ -430,7 +473,7 @@ def solve_bayes(task: TaskConfig, alpha: Any, options: BayesTheoryOptions | None
     fp = solve_fixed_point(update, np.clip(x_start, 0.0, hi), opt.solver)
     nan = math.nan
     test = {"test_error": nan, "test_stderr": nan, "nishimori_gap": nan}
-    phi, mh_k, mh_v, quad_err = nan, nan, nan, nan
+    phi, mh_k, mh_v, quad_err, chan_se = nan, nan, nan, nan, nan
     if fp.converged:
         x = np.clip(fp.x, 0.0, hi)
         mom = moments(x)
@@ -446,9 +489,18 @@ def solve_bayes(task: TaskConfig, alpha: Any, options: BayesTheoryOptions | None
                 coarse = test_terms(st, tch, float(x[0]), float(x[1]),
                                     _quad(task, opt, coarse=True))
                 quad_err = abs(test["test_error"] - float(coarse["test_error"]))
+
+            def test_error_at(mk: float, mv: float) -> float:
+                return float(test_terms(st, tch, float(mk), float(mv), quad)["test_error"])
+
+            chan_se = _channel_stderr(update, x, mom, alpha, hi, test_error_at,
+                                      test["test_error"])
     return BayesTheoryResult(
         alpha=alpha, start=start_name, m_k=float(fp.x[0]), m_v=float(fp.x[1]), mh_k=mh_k,
         mh_v=mh_v, test_error=test["test_error"], test_stderr=test["test_stderr"],
+        channel_stderr=chan_se,
+        stderr=(test["test_stderr"] if math.isnan(chan_se)
+                else math.hypot(test["test_stderr"], chan_se)),
         nishimori_gap=test["nishimori_gap"], quadrature_error=quad_err, free_entropy=phi,
         clipped=bool(fp.converged and np.any(fp.x >= hi * (1 - 1e-12))),
         converged=fp.converged, iterations=fp.iterations, residual=fp.residual,

@@ -9,9 +9,9 @@
 ``cell.seed`` seeds the channel's common random numbers; ``cell.D`` is ignored (``D -> inf``).
 Options (``cell.options``): ``samples``, ``test_samples``, ``vh_form``, ``start``,
 ``channel_error``, ``damping``, ``tol``, ``accel``, ``max_iter``, ``call_timeout_s``,
-``max_seconds``, ``theta`` (erm); ``stderr`` of a theory_erm cell is the total standard error
-(test formula and channel Monte Carlo), both parts are stored too; ``samples``,
-``test_samples``, ``gh_nodes``, ``m_clip``, ``damping``, ``tol``, ``max_iter`` (bayes).
+``max_seconds``, ``theta`` (erm); ``samples``, ``test_samples``, ``gh_nodes``, ``m_clip``,
+``damping``, ``tol``, ``max_iter`` (bayes). ``stderr`` of a theory cell (both families) is the
+total standard error (test formula and channel Monte Carlo); both parts are stored too.
 """
 
 from __future__ import annotations
@@ -116,7 +116,8 @@ def theory_bayes_cell(cell: Cell) -> dict[str, Any]:
     p = compare_branches(float(cell.alpha), inf, unf)
     b = p.best
     out: dict[str, Any] = {
-        "test_error": b.test_error, "stderr": b.test_stderr, "risk": b.test_error + task.delta,
+        "test_error": b.test_error, "stderr": b.stderr, "test_stderr": b.test_stderr,
+        "channel_stderr": b.channel_stderr, "risk": b.test_error + task.delta,
         "m_k": b.m_k, "q_k": b.m_k, "V_k": 1.0 - b.m_k, "m_v": b.m_v, "q_v": b.m_v,
         "V_v": 1.0 - b.m_v, "mh_k": b.mh_k, "mh_v": b.mh_v, "free_entropy": b.free_entropy,
         "nishimori_gap": b.nishimori_gap, "clipped": b.clipped,
