@@ -33,13 +33,14 @@ first counts as ``converged``. A batch runs until its slowest member stops.
 from __future__ import annotations
 
 from functools import partial
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from bayesslr.activations import Activation
-from bayesslr.erm.objective import Params, grad_scale, objective_batch
+from bayesslr.erm.objective import Params, grad_scale, value_and_grad_batch
 from bayesslr.jaxconfig import Array
 from bayesslr.task import Data
 
@@ -128,76 +129,46 @@ def _flatten(p: Params) -> Array:
     return jnp.concatenate([p["k"], p["v"], p["theta"]], axis=-1)
 
 
-def lbfgs_solve_batch(act: Activation, params0: Params, data: Data, lam_k: Array, lam_v: Array,
-                      weight: Array | None = None, *, max_iter: int = DEFAULT_MAX_ITER,
-                      gtol: float = DEFAULT_GTOL, memory: int = DEFAULT_MEMORY) -> SolverResult:
-    """Minimise ``F = S / N`` for ``G`` independent members sharing ``data`` (spec section 4).
-
-    Every member runs its own L-BFGS (own history, own line search, own stopping test); only the
-    function evaluations are shared, as one matrix product over the data for all members
-    (:func:`bayesslr.erm.objective.objective_batch`). A member that has stopped is frozen while
-    the others continue, so each member's result is that of a run on its own.
-
-    Parameters
-    ----------
-    act : Activation
-        The attention activation ``sigma``.
-    params0 : dict
-        Starts ``{"k": (G, D), "v": (G, D), "theta": (G, P)}``.
-    data : Data
-        Training data (``X`` of shape ``(N, L_max, D)``), shared by the members.
-    lam_k, lam_v : Array
-        ``(G,)`` ridge penalties on ``k`` and ``v``.
-    weight : Array, optional
-        ``(N,)`` zeros and ones: the samples fitted (the others are held out for validation).
-    max_iter : int
-        Iteration cap.
-    gtol : float
-        Tolerance on ``|grad S| / sqrt(D)``.
-    memory : int
-        L-BFGS history size.
-
-    Returns
-    -------
-    SolverResult
-        Leaves with leading axis ``G``.
-    """
-    n_samples, _, D = data.X.shape
-    scale = grad_scale(n_samples if weight is None else jnp.sum(weight), D)
-    x0 = _flatten(params0)
+def _init_state(x0: Array, memory: int) -> _State:
+    """Members before their first evaluation: the loop's first pass evaluates the start (a zero
+    step from ``f = inf``), so the objective is traced once in the solver."""
     G, n = x0.shape
-    lam_k = jnp.broadcast_to(lam_k, (G,))
-    lam_v = jnp.broadcast_to(lam_v, (G,))
-
-    def fg(x: Array) -> tuple[Array, Array]:
-        def total(z):
-            f = objective_batch(act, _unflatten(z, D), data, lam_k, lam_v, weight)
-            return jnp.sum(f), f
-
-        g, f = jax.grad(total, has_aux=True)(x)  # members are independent: row i = grad F_i
-        return f, g
-
-    # the start is evaluated by the first pass of the loop (zero step from f = inf, g = 0), so
-    # the objective is traced once: compiles are markedly faster
     zeros = jnp.zeros((G, memory, n), x0.dtype)
     izeros = jnp.zeros((G,), jnp.int32)
-    st0 = _State(x0, jnp.full((G,), jnp.inf, x0.dtype), jnp.zeros_like(x0), zeros, zeros,
-                 jnp.zeros((G, memory), x0.dtype), izeros, izeros, jnp.ones((G,), x0.dtype),
-                 izeros, izeros, jnp.zeros((G,), bool))
+    return _State(x0, jnp.full((G,), jnp.inf, x0.dtype), jnp.zeros_like(x0), zeros, zeros,
+                  jnp.zeros((G, memory), x0.dtype), izeros, izeros, jnp.ones((G,), x0.dtype),
+                  izeros, izeros, jnp.zeros((G,), bool))
+
+
+def _gnorm(st: _State, scale: Array) -> Array:
+    return jnp.linalg.norm(st.g, axis=-1) * scale
+
+
+def _active(st: _State, max_iter: Array, gtol: Array, scale: Array) -> Array:
+    # a NaN norm compares False and stops the member; it is then reported as not converged
+    return (st.evals == 0) | (
+        (st.it < max_iter) & (st.evals < MAX_EVALS_PER_ITER * max_iter)
+        & (_gnorm(st, scale) >= gtol) & ~st.stalled & jnp.isfinite(st.f))
+
+
+def _passes(act: Activation, st: _State, data: Data, lam_k: Array, lam_v: Array,
+            weight: Array | None, max_iter: Array, gtol: Array, target: Array, *, memory: int,
+            chunk: int | None) -> _State:
+    """Solver passes until no member is active, or at most ``target`` are (then the caller may
+    move the active ones to a smaller batch)."""
+    n_samples, _, D = data.X.shape
+    scale = grad_scale(n_samples if weight is None else jnp.sum(weight), D)
+    G, n = st.x.shape
     dot = jax.vmap(jnp.dot)
 
-    def gnorm(st: _State) -> Array:
-        return jnp.linalg.norm(st.g, axis=-1) * scale
-
-    def active(st: _State) -> Array:
-        # a NaN norm compares False and stops the member; it is then reported as not converged
-        return (st.evals == 0) | (
-            (st.it < max_iter) & (st.evals < MAX_EVALS_PER_ITER * max_iter)
-            & (gnorm(st) >= gtol) & ~st.stalled & jnp.isfinite(st.f))
+    def fg(x: Array) -> tuple[Array, Array]:
+        f, g = value_and_grad_batch(act, _unflatten(x, D), data, lam_k, lam_v, weight,
+                                    chunk=chunk)
+        return f, _flatten(g)
 
     def step(st: _State) -> _State:
         """One trial step per member: a single shared function evaluation per pass."""
-        run = active(st)
+        run = _active(st, max_iter, gtol, scale)
         d = jax.vmap(partial(_direction, memory=memory))(st)
         slope = dot(st.g, d)
         # safeguard: fall back to a scaled steepest descent if d is not a descent direction
@@ -230,10 +201,142 @@ def lbfgs_solve_batch(act: Activation, params0: Params, data: Data, lam_k: Array
             jnp.where(ok, 1.0, jnp.where(failed, 0.5 * st.t, st.t)), backtracks,
             st.evals + run, st.stalled | (backtracks > MAX_LINESEARCH))
 
-    st = jax.lax.while_loop(lambda st: jnp.any(active(st)), step, st0)
-    err = gnorm(st)
+    def more(st: _State) -> Array:
+        a = _active(st, max_iter, gtol, scale)
+        return jnp.any(a) & (jnp.sum(a) > target)
+
+    return jax.lax.while_loop(more, step, st)
+
+
+def _result(st: _State, data: Data, weight: Array | None, gtol: Array) -> SolverResult:
+    n_samples, _, D = data.X.shape
+    err = _gnorm(st, grad_scale(n_samples if weight is None else jnp.sum(weight), D))
     converged = (err < gtol) & jnp.isfinite(st.f)
     return SolverResult(_unflatten(st.x, D), st.f, err, st.it, converged, st.evals)
+
+
+def lbfgs_solve_batch(act: Activation, params0: Params, data: Data, lam_k: Array, lam_v: Array,
+                      weight: Array | None = None, *, max_iter: int = DEFAULT_MAX_ITER,
+                      gtol: float = DEFAULT_GTOL, memory: int = DEFAULT_MEMORY,
+                      chunk: int | None = None) -> SolverResult:
+    """Minimise ``F = S / N`` for ``G`` independent members sharing ``data`` (spec section 4).
+
+    Every member runs its own L-BFGS (own history, own line search, own stopping test); only the
+    function evaluations are shared, as one pass over the data for all members
+    (:func:`bayesslr.erm.objective.value_and_grad_batch`). A member that has stopped is frozen
+    while the others continue, so each member's result is that of a run on its own. This is the
+    traceable form (usable under ``jit`` and ``vmap``): the batch runs until its slowest member
+    stops, and stopped members still take part in the shared evaluations.
+    :func:`lbfgs_solve_compact` drops them instead.
+
+    Parameters
+    ----------
+    act : Activation
+        The attention activation ``sigma``.
+    params0 : dict
+        Starts ``{"k": (G, D), "v": (G, D), "theta": (G, P)}``.
+    data : Data
+        Training data (``X`` of shape ``(N, L_max, D)``), shared by the members.
+    lam_k, lam_v : Array
+        ``(G,)`` ridge penalties on ``k`` and ``v``.
+    weight : Array, optional
+        ``(N,)`` zeros and ones: the samples fitted (the others are held out for validation).
+    max_iter : int
+        Iteration cap.
+    gtol : float
+        Tolerance on ``|grad S| / sqrt(D)``.
+    memory : int
+        L-BFGS history size.
+    chunk : int, optional
+        Samples per chunk of the evaluation (default: about
+        :data:`bayesslr.erm.objective.CHUNK_BYTES` of data).
+
+    Returns
+    -------
+    SolverResult
+        Leaves with leading axis ``G``.
+    """
+    x0 = _flatten(params0)
+    G = x0.shape[0]
+    lam_k = jnp.broadcast_to(lam_k, (G,))
+    lam_v = jnp.broadcast_to(lam_v, (G,))
+    max_iter, gtol = jnp.asarray(max_iter), jnp.asarray(gtol, x0.dtype)
+    st = _passes(act, _init_state(x0, memory), data, lam_k, lam_v, weight, max_iter, gtol,
+                 jnp.asarray(0), memory=memory, chunk=chunk)
+    return _result(st, data, weight, gtol)
+
+
+_passes_jit = jax.jit(_passes, static_argnames=("act", "memory", "chunk"))
+_result_jit = jax.jit(_result)
+
+
+def _bucket(n: int) -> int:
+    """Batch size holding ``n`` active members: the next power of two (few compilations)."""
+    return 1 << max(0, int(n) - 1).bit_length()
+
+
+def lbfgs_solve_compact(act: Activation, params0: Params, data: Data, lam_k: Any, lam_v: Any,
+                        weight: Array | None = None, *, max_iter: int = DEFAULT_MAX_ITER,
+                        gtol: float = DEFAULT_GTOL, memory: int = DEFAULT_MEMORY,
+                        chunk: int | None = None, compact: bool = True) -> SolverResult:
+    """:func:`lbfgs_solve_batch`, with the batch shrunk as its members stop (not traceable).
+
+    The members run together until the active ones fit the next smaller power of two; they are
+    then moved to a batch of that size (frozen copies pad it), and so on down to one member. A stopped member therefore stops costing evaluations: the batch costs about
+    its slowest member's evaluations at the cost of a small batch, instead of at the cost of the
+    full one. Each member's iterations are those of a run on its own (its history, line search
+    and stopping test never depend on the others; only the rounding of the shared matrix
+    products can differ with the batch size). Batch sizes are powers of two below ``G`` (and
+    ``G`` itself), so a sweep compiles the solver at most ``1 + log2 G`` times per data shape.
+
+    Parameters
+    ----------
+    act, params0, data, lam_k, lam_v, weight, max_iter, gtol, memory, chunk :
+        As for :func:`lbfgs_solve_batch`.
+    compact : bool
+        Shrink the batch (False: run it whole, as :func:`lbfgs_solve_batch`).
+
+    Returns
+    -------
+    SolverResult
+        Leaves with leading axis ``G`` (device arrays).
+    """
+    x0 = _flatten(params0)
+    G = x0.shape[0]
+    lam_k = jnp.broadcast_to(jnp.asarray(lam_k, x0.dtype), (G,))
+    lam_v = jnp.broadcast_to(jnp.asarray(lam_v, x0.dtype), (G,))
+    max_iter, gtol = jnp.asarray(max_iter), jnp.asarray(gtol, x0.dtype)
+    full = _init_state(x0, memory)
+    run = partial(_passes_jit, act, data=data, weight=weight, max_iter=max_iter, gtol=gtol,
+                  memory=memory, chunk=chunk)
+    if not compact or G == 1:
+        full = run(full, lam_k=lam_k, lam_v=lam_v, target=jnp.asarray(0))
+        return _result_jit(full, data, weight, gtol)
+    n_samples, _, D = data.X.shape
+    scale = grad_scale(n_samples if weight is None else jnp.sum(weight), D)
+    members = np.arange(G)  # which member sits in each slot of the current batch
+    real = np.ones(G, bool)  # slots holding a member (the others are frozen padding)
+    cur, lk, lv = full, lam_k, lam_v
+    while True:
+        size = len(members)
+        target = _bucket(size) // 2  # the next smaller power of two (0: run to the end)
+        cur = run(cur, lam_k=lk, lam_v=lv, target=jnp.asarray(target))
+        slots = np.flatnonzero(real)
+        full = jax.tree_util.tree_map(lambda F, C: F.at[members[slots]].set(C[slots]),
+                                      full, cur)
+        active = np.asarray(_active(cur, max_iter, gtol, scale)) & real
+        n_active = int(active.sum())
+        if n_active == 0:
+            break
+        keep = members[active]
+        new = _bucket(n_active)
+        members = np.concatenate([keep, np.full(new - n_active, keep[0])])
+        real = np.arange(new) < n_active
+        idx = jnp.asarray(members)
+        cur = jax.tree_util.tree_map(lambda F: F[idx], full)
+        cur = cur._replace(stalled=cur.stalled | jnp.asarray(~real))  # padding stays frozen
+        lk, lv = lam_k[idx], lam_v[idx]
+    return _result_jit(full, data, weight, gtol)
 
 
 def lbfgs_solve(act: Activation, params0: Params, data: Data, lam_k: Array, lam_v: Array,

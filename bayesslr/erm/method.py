@@ -4,7 +4,11 @@
   (:func:`bayesslr.erm.protocol.erm_fit`) over ``seeds`` consecutive seeds starting at the cell's
   ``seed``; the outputs are means over seeds, with ``stderr`` the standard error of
   ``test_error`` over seeds (:meth:`bayesslr.erm.protocol.ERMResult.summary`). ``lam`` is a
-  real ``>= 0`` or ``"validation"`` (grid search on held-out training data).
+  real ``>= 0``, ``"validation"`` (grid search on held-out training data) or ``"replica"``
+  (the replica theory's optimal ``lam`` at the cell's task and ``alpha``, :func:`replica_lam`,
+  computed once and cached on disk; the outputs record the ``lam`` used and the theory's test
+  error there). Cells that differ only in ``lam`` share their teacher, data and starts, and
+  run as one unit: one batched fit per seed (:func:`_erm_batch`).
 * ``gd:<activation>``: gradient descent or Adam from a random or informed start
   (:func:`bayesslr.erm.gd.gd_trajectory`), one seed per cell; the overlaps, losses and test error
   are recorded every ``record_every`` steps (list outputs along the dataset dimension ``step``)
@@ -16,17 +20,31 @@ The CLI verb ``bayesslr erm``, the sweep runner and the Python API all go throug
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import math
-from collections.abc import Mapping
+import os
+import time
+from collections.abc import Hashable, Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from bayesslr.activations import ACTIVATIONS
 from bayesslr.erm.gd import GDOptions, gd_trajectory
-from bayesslr.erm.protocol import ERMOptions, erm_fit, parse_lam
-from bayesslr.methods import Cell, Output, PlotStyle, Resources, common, outputs, register
+from bayesslr.erm.protocol import ERMOptions, erm_fit_grid, parse_lam
+from bayesslr.methods import (
+    Cell,
+    Output,
+    PlotStyle,
+    Resources,
+    common,
+    get_method,
+    outputs,
+    register,
+)
 from bayesslr.options import Opt, schema_of
 from bayesslr.task import OVERLAP_NAMES, ConfigError, LengthLaw
 
@@ -35,10 +53,12 @@ ERM_ACTIVATIONS: tuple[str, ...] = tuple(ACTIVATIONS)
 SCHEMA = schema_of(ERMOptions, "erm") + (
     Opt("seeds", 1, "int", low=1, high=10_000,
         doc="consecutive seeds from the cell's seed; outputs are means over them"),
+    Opt("replica_samples", 20_000, "int", low=100, high=10**8,
+        doc="channel samples of the replica theory that lam='replica' asks for its optimal lam"),
 )
 GD_SCHEMA = schema_of(GDOptions, "gd")
 
-FLOPS_PER_S = 2e9  # sustained rate assumed for one core by the cost models
+FLOPS_PER_S = 2e9  # sustained rate assumed for one core by the GD cost model
 
 
 def _check(cell: Cell, opts: Mapping[str, Any]) -> None:
@@ -46,30 +66,59 @@ def _check(cell: Cell, opts: Mapping[str, Any]) -> None:
     if lam == "validation" and cell.n_train() < 2:
         raise ConfigError(f"alpha*D={cell.alpha * cell.dimension():g} gives fewer than 2 "
                           "training samples; lam='validation' needs at least 2")
+    if lam == "replica":
+        from bayesslr.theory.erm import ERM_ACTIVATIONS as THEORY_ACTIVATIONS
+
+        if cell.activation not in THEORY_ACTIVATIONS:
+            raise ConfigError(f"lam='replica' needs the replica theory of {cell.activation!r}; "
+                              f"allowed activations: {', '.join(THEORY_ACTIVATIONS)}")
+        from bayesslr.methods import validate_cell
+
+        validate_cell(replica_cell(cell, opts))  # task, alpha and theory options, no work
 
 
 def _sizes(cell: Cell) -> tuple[int, int, int]:
     return cell.dimension(), cell.n_train(), LengthLaw.parse(cell.L).L_max
 
 
+def _members(cell: Cell, opts: Mapping[str, Any]) -> int:
+    return opts["restarts"] * (len(opts["lam_grid"]) if cell.lam == "validation" else 1)
+
+
 def _memory(cell: Cell, opts: Mapping[str, Any]) -> Resources:
     D, N, L = _sizes(cell)
-    per_seed = 4.0 * 3 * N * L * D  # X, its masked copy, slack (as erm.protocol.fit_seeds)
-    chunk = max(1, min(opts["seeds"], int(opts["max_batch_bytes"] // per_seed)))
-    members = opts["restarts"] * (len(opts["lam_grid"]) if cell.lam == "validation" else 1)
-    state = chunk * members * 2 * D * 4 * (2 * opts["memory"] + 6)  # L-BFGS histories
-    test = 4.0 * 3 * opts["n_test"] * L * D
-    return Resources(chunk * per_seed + state + test,
-                     f"training data N={N} x L={L} x D={D} float32 for {chunk} seed(s) at once, "
-                     f"test data n_test={opts['n_test']}", "D (or sqrtND), alpha or n_test")
+    # one seed's data at a time, training data freed before the test data are drawn; a draw
+    # holds the Gaussian tokens and the spiked / masked copy at once
+    data = 2 * 4.0 * max(N, opts["n_test"]) * L * D
+    state = _members(cell, opts) * 2 * D * 4 * (2 * opts["memory"] + 8)  # L-BFGS histories
+    return Resources(data + state,
+                     f"data max(N={N}, n_test={opts['n_test']}) x L={L} x D={D} float32, drawn "
+                     "one seed at a time", "D (or sqrtND), alpha or n_test")
+
+
+# ----------------------------------------------------------------------------------------------
+# cost model (calibrated on measured cells: benchmarks/README.md, section "Cost model")
+# ----------------------------------------------------------------------------------------------
+ERM_COST = {
+    "overhead_s": 3.0,  # imports, compilation of a new shape (amortised over a sweep)
+    "draw_s_per_element": 1.5e-9,  # training or test tokens drawn, per N L D element
+    "pass_s_per_element": 2.5e-10,  # one evaluation (forward + backward), G = 1
+    "member_cost": 0.3,  # each further member of a batch adds this fraction of a pass
+    "evals_fixed": 200,  # evaluations of one fit at a fixed (or replica) lam
+    "evals_grid": 3.0,  # a compacted validation grid costs this many single fits
+}
 
 
 def _cost(cell: Cell, opts: Mapping[str, Any]) -> float:
     D, N, L = _sizes(cell)
-    grid = len(opts["lam_grid"]) if cell.lam == "validation" else 1
-    evals = 100 * 3  # ~100 L-BFGS iterations, forward and backward pass
-    return 3.0 + opts["seeds"] * (grid + 1 if grid > 1 else 1) * evals * N * D * L * 4 \
-        / FLOPS_PER_S
+    c = ERM_COST
+    R = opts["restarts"]
+    one_pass = c["pass_s_per_element"] * N * L * D
+    fit = c["evals_fixed"] * one_pass * (1 + c["member_cost"] * (R - 1))
+    if cell.lam == "validation":
+        fit *= 1 + c["evals_grid"]
+    draw = c["draw_s_per_element"] * (N + opts["n_test"]) * L * D
+    return c["overhead_s"] + opts["seeds"] * (fit + draw)
 
 
 ERM_OUTPUTS = common("test_error", "stderr", "stderr_test", "risk", "oracle_error",
@@ -78,33 +127,213 @@ ERM_OUTPUTS = common("test_error", "stderr", "stderr_test", "risk", "oracle_erro
     ("objective", "training objective per sample S/N at the solution"),
     ("converged_fraction", "fraction of seeds whose L-BFGS met the gradient tolerance"),
     ("grad_norm", "largest final |grad S|/sqrt(D) over seeds"),
-    ("lam_mode", "fixed or validation", ""),
+    ("evaluations", "function and gradient evaluations, summed over seeds"),
+    ("lam_mode", "fixed, validation or replica", ""),
     ("lam_grid", "grid searched by lam='validation' (JSON list)", ""),
     ("val_risk", "validation risk per grid value (JSON list)", ""),
+    Output("replica_test_error", "replica theory's test error at the lam of lam='replica'",
+           "1", "replica_test_error_stderr"),
+    ("replica_test_error_stderr", "standard error of replica_test_error"),
+    ("replica_converged", "the replica theory's fixed point at that lam converged", ""),
+    ("replica_lam_at_boundary", "lam='replica': the theory's optimum sits at an end of its "
+                                "lam grid", ""),
+    ("time_data_s", "wall time drawing the training data and starts", "s"),
+    ("time_fit_s", "wall time of the L-BFGS fits (lam selection included)", "s"),
+    ("time_score_s", "wall time drawing the test data and scoring", "s"),
 )
+
+
+# ----------------------------------------------------------------------------------------------
+# lam = "replica": the replica theory's optimal lam, computed once per (task, alpha, activation,
+# theory options) and kept on disk
+# ----------------------------------------------------------------------------------------------
+REPLICA_CACHE_ENV = "BAYESSLR_REPLICA_CACHE"
+REPLICA_LOCK_STALE_S = 4 * 3600.0  # a lock older than this is left by a dead process
+_REPLICA_MEMO: dict[str, dict[str, Any]] = {}
+
+
+def replica_cache_dir() -> Path | None:
+    """Directory of the cache of ``lam='replica'``: ``$BAYESSLR_REPLICA_CACHE``, or
+    ``~/.cache/bayesslr/replica_lam``; ``None`` when the variable is ``off`` (or empty, ``0``,
+    ``none``, ``false``)."""
+    env = os.environ.get(REPLICA_CACHE_ENV)
+    if env is not None and env.strip().lower() in {"", "0", "off", "none", "false"}:
+        return None
+    if env:
+        return Path(env).expanduser()
+    return Path.home() / ".cache" / "bayesslr" / "replica_lam"
+
+
+def replica_cell(cell: Cell, opts: Mapping[str, Any]) -> Cell:
+    """The ``theory_erm:<activation>`` cell whose ``lam='optimal'`` answers ``lam='replica'`` for
+    an ERM cell: same task and ``alpha``, channel seed 0 (the theory's common random numbers,
+    not the ERM data seed), ``samples = replica_samples``, every other theory option at its
+    default, no continuation path (the point is solved on its own, so its value does not
+    depend on which other cells a sweep holds)."""
+    return Cell(method=f"theory_erm:{cell.activation}", variant=cell.variant, L=cell.L,
+                nu=cell.nu, delta=cell.delta, alpha=cell.alpha, lam="optimal", seed=0,
+                options={"samples": opts["replica_samples"]})
+
+
+def _replica_key(tcell: Cell) -> str:
+    spec = get_method(tcell.method)
+    opts = spec.schema.validate(tcell.options)
+    text = json.dumps({"cell": json.loads(tcell.to_json()), "options": repr(sorted(
+        opts.items())), "version": spec.version}, sort_keys=True)
+    return hashlib.sha1(text.encode()).hexdigest()[:20]
+
+
+def replica_lam(cell: Cell, opts: Mapping[str, Any]) -> dict[str, Any]:
+    """The replica theory's optimal ``lam`` for an ERM cell (spec section 5), with its test error.
+
+    Runs :func:`replica_cell` through the registry (:func:`bayesslr.methods.run_cell`: the
+    theory family's own ``lam='optimal'`` search, :func:`bayesslr.theory.lam_opt.optimal_lambda`)
+    once per ``(task, alpha, activation, theory options, theory code version)``: the answer is
+    kept in memory and in :func:`replica_cache_dir` (one JSON file per key, written atomically;
+    concurrent workers wait on a lock file instead of solving the same point twice), so the
+    seeds and sizes of a sweep share it.
+
+    Returns
+    -------
+    dict
+        ``lam``, ``test_error``, ``stderr``, ``converged``, ``at_boundary``, ``reason``, and the
+        theory cell (``cell``, JSON).
+
+    Raises
+    ------
+    RuntimeError
+        When the theory's search did not converge (no usable ``lam``): the ERM cell is then
+        recorded as failed with this reason.
+    """
+    tcell = replica_cell(cell, opts)
+    key = _replica_key(tcell)
+    if key in _REPLICA_MEMO:
+        return _REPLICA_MEMO[key]
+    root = replica_cache_dir()
+    path = root / f"{key}.json" if root is not None else None
+    rec = _read_json(path) if path is not None else None
+    if rec is None and path is not None:
+        rec = _solve_locked(tcell, path)
+    if rec is None:
+        rec = _solve_replica(tcell)
+    if not (rec["converged"] and math.isfinite(rec["lam"])):
+        raise RuntimeError(f"lam='replica': the replica theory's optimal lam at {tcell.variant} "
+                           f"L={tcell.L} nu={tcell.nu:g} delta={tcell.delta:g} alpha="
+                           f"{tcell.alpha:g} ({tcell.method}) did not converge "
+                           f"({rec.get('reason', '')}); use lam='validation' or a number")
+    _REPLICA_MEMO[key] = rec
+    return rec
+
+
+def _solve_replica(tcell: Cell) -> dict[str, Any]:
+    from bayesslr.methods import run_cell
+
+    out = run_cell(tcell)
+    return {"lam": float(out["lam"]), "test_error": float(out["test_error"]),
+            "stderr": float(out["stderr"]), "converged": bool(out["converged"]),
+            "at_boundary": bool(out.get("lam_at_boundary", False)),
+            "reason": str(out.get("reason", "")), "runtime_s": float(out.get("runtime_s", 0)),
+            "cell": tcell.to_json()}
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _solve_locked(tcell: Cell, path: Path) -> dict[str, Any] | None:
+    """Solve and store under a lock file; ``None`` when the directory cannot be written."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    lock = path.with_suffix(".lock")
+    while True:
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            break
+        except FileExistsError:  # another process solves this point: wait for its answer
+            rec = _read_json(path)
+            if rec is not None:
+                return rec
+            try:
+                stale = time.time() - lock.stat().st_mtime > REPLICA_LOCK_STALE_S
+            except OSError:
+                continue
+            if stale:
+                lock.unlink(missing_ok=True)
+            else:
+                time.sleep(2.0)
+        except OSError:
+            return None
+    try:
+        os.close(fd)
+        rec = _read_json(path)  # finished while we waited for the lock
+        if rec is None:
+            rec = _solve_replica(tcell)
+            tmp = path.with_suffix(f".tmp{os.getpid()}")
+            tmp.write_text(json.dumps(rec, sort_keys=True), encoding="utf-8")
+            os.replace(tmp, path)
+        return rec
+    finally:
+        lock.unlink(missing_ok=True)
+
+
+# ----------------------------------------------------------------------------------------------
+# erm:<activation>: cells sharing their data (all but lam) are fitted as one batch
+# ----------------------------------------------------------------------------------------------
+def _batch_key(cell: Cell, opts: Mapping[str, Any]) -> Hashable:
+    """Cells equal in everything but ``lam`` share teacher, data and starts: one unit."""
+    rest = dataclasses.replace(cell, lam=None, options={})
+    return (rest.to_json(), tuple(sorted((k, repr(v)) for k, v in opts.items())))
+
+
+def _erm_batch(cells: list[Cell], opts_list: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Cells of one :func:`_batch_key`: every ``lam`` fitted in one batch per seed
+    (:func:`bayesslr.erm.protocol.erm_fit_grid`); each cell gets what it gets alone."""
+    cell, opts = cells[0], opts_list[0]
+    task = cell.task()
+    lams: list[float | str] = []
+    replica: dict[int, dict[str, Any]] = {}
+    for i, (c, o) in enumerate(zip(cells, opts_list, strict=True)):
+        lam = parse_lam(c.lam)
+        if lam == "replica":
+            replica[i] = replica_lam(c, o)
+            lam = replica[i]["lam"]
+        lams.append(lam)
+    results = erm_fit_grid(task, cell.activation, cell.n_train(), lams,
+                           seeds=np.arange(cell.seed, cell.seed + opts["seeds"]),
+                           opts=ERMOptions.from_options(opts))
+    outs = []
+    for i, (c, res) in enumerate(zip(cells, results, strict=True)):
+        out = res.summary()
+        mode = parse_lam(c.lam)
+        out.update({"D": task.D, "N": cell.n_train(),
+                    "lam_mode": mode if isinstance(mode, str) else "fixed"})
+        if i in replica:
+            r = replica[i]
+            out.update({"replica_test_error": r["test_error"],
+                        "replica_test_error_stderr": r["stderr"],
+                        "replica_converged": r["converged"],
+                        "replica_lam_at_boundary": r["at_boundary"]})
+        for key in ("lam_grid", "val_risk"):
+            if key in out:
+                out[key] = json.dumps([x if math.isfinite(x) else None for x in out[key]])
+        outs.append(out)
+    return outs
 
 
 @register("erm", schema=SCHEMA, activations=ERM_ACTIVATIONS, needs=("alpha", "lam", "D"),
           description="regularised ERM by L-BFGS on the data (spec section 4)",
           outputs=ERM_OUTPUTS, cost=_cost, memory=_memory, check=_check,
           plot=PlotStyle(kind="marker", label="{activation} (ERM)", marker="o", filled=False),
-          version="2")
+          version="3", batch=_erm_batch, batch_key=_batch_key)
 def erm_cell(cell: Cell, opts: Mapping[str, Any]) -> dict[str, Any]:
     """Registered method ``erm:<activation>`` (see the module docstring; options
     :data:`SCHEMA`)."""
-    lam = parse_lam(cell.lam)
-    task = cell.task()
-    n_train = cell.n_train()
-    res = erm_fit(task, cell.activation, n_train, lam,
-                  seeds=np.arange(cell.seed, cell.seed + opts["seeds"]),
-                  opts=ERMOptions.from_options(opts))
-    out = res.summary()
-    out.update({"D": task.D, "N": n_train, "lam_mode": "fixed" if lam != "validation"
-                else "validation"})
-    for key in ("lam_grid", "val_risk"):
-        if key in out:
-            out[key] = json.dumps([x if math.isfinite(x) else None for x in out[key]])
-    return out
+    return _erm_batch([cell], [opts])[0]
 
 
 # ----------------------------------------------------------------------------------------------

@@ -6,11 +6,12 @@ fitted with the same seed sees the same teacher, training data and test data) an
 seed, the test errors on fresh data, the training loss, the seven overlaps, the iterations and the
 convergence flag.
 
-Batching. Inside one jitted computation, for each seed, the ``restarts x lam grid`` members that
-share the same data are fitted as one batch (:func:`bayesslr.erm.lbfgs.lbfgs_solve_batch`), so
-the data matrix is read once per function evaluation for all of them; the seeds (which share no
-data) run one after another inside the same computation (``lax.map``). The seeds' data are drawn
-together, in chunks when they would not fit in ``max_batch_bytes``.
+Batching. For each seed, the ``restarts x lam grid`` members that share the same data are
+fitted as one batch (:func:`bayesslr.erm.lbfgs.lbfgs_solve_compact`): every function evaluation
+is one pass over the data for all of them, and the batch shrinks as its members stop, so a
+stopped member stops costing evaluations. The seeds (which share no data) run one after another,
+each with only its own data in memory. One compilation of the solver serves every task, seed and
+``lam`` of the same shapes (``N``, ``D``, ``L``, batch size).
 
 Starts (the algorithm's randomness comes from ``fold_in(key(seed), 1)``, apart from the data):
 
@@ -21,6 +22,10 @@ Starts (the algorithm's randomness comes from ``fold_in(key(seed), 1)``, apart f
 
 The activation's own scalars start at their registry defaults. Among the restarts the one with
 the lowest final objective is kept (per seed and per ``lam``).
+
+``lam = "replica"``: the ``lam`` minimising the replica theory's test error at the cell's task
+and ``alpha`` (resolved, and cached on disk, by :func:`bayesslr.erm.method.replica_lam`; this
+module receives the number).
 
 ``lam = "validation"``: the last ``val_frac`` of the training samples is held out; every ``lam``
 of the grid is fitted on the rest; the ``lam`` with the smallest validation risk ``mean (y - f)^2``
@@ -46,7 +51,8 @@ from bayesslr.erm.lbfgs import (
     DEFAULT_GTOL,
     DEFAULT_MAX_ITER,
     DEFAULT_MEMORY,
-    lbfgs_solve_batch,
+    SolverResult,
+    lbfgs_solve_compact,
 )
 from bayesslr.erm.objective import Params, predict
 from bayesslr.jaxconfig import Array, PRNGKey
@@ -70,20 +76,27 @@ INFORMED_C_INF = 5.0  # norm factor of the informed start for max-SLR with nu = 
 DEFAULT_LAM_GRID: tuple[float, ...] = (1e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0, 3.0)
 
 
-LAM_MODES: tuple[str, ...] = ("validation",)
+LAM_MODES: tuple[str, ...] = ("validation", "replica")
+_LAM_ALLOWED = ("real >= 0, 'validation' (grid search on held-out training data) or 'replica' "
+                "(the replica theory's optimal lam at the cell's task and alpha)")
 
 
 def parse_lam(value: Any) -> float | str:
-    """A ridge penalty: a real ``>= 0``, or ``"validation"`` (grid search on held-out
-    training data). ``"auto"`` is refused: it named two different searches (the ERM validation
-    search and the replica theory's optimum)."""
+    """A ridge penalty: a real ``>= 0``, ``"validation"`` (grid search on held-out training
+    data) or ``"replica"`` (the lam minimising the replica theory's test error, resolved by
+    :func:`bayesslr.erm.method.replica_lam`). ``"auto"`` is refused: it named two different
+    searches (the ERM validation search and the replica theory's optimum)."""
     if isinstance(value, str) and value.strip().lower() in LAM_MODES:
         return value.strip().lower()
     if isinstance(value, str) and value.strip().lower() == "auto":
-        raise ConfigError("lam='auto' is ambiguous; allowed: real >= 0 or 'validation' (grid "
-                          "search on held-out training data)")
+        raise ConfigError(f"lam='auto' is ambiguous; allowed: {_LAM_ALLOWED}")
     if value is None:
-        raise ConfigError("lam is not set; allowed: real >= 0 or 'validation'")
+        raise ConfigError(f"lam is not set; allowed: {_LAM_ALLOWED}")
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            raise ConfigError(f"lam={value!r} is not allowed; allowed: {_LAM_ALLOWED}") from None
     return check_real("lam", value, low=0.0)
 
 
@@ -113,8 +126,6 @@ class ERMOptions(Validated):
         Grid searched by ``lam = "validation"``.
     val_frac : float
         Fraction of the training samples held out for the validation of ``lam``.
-    max_batch_bytes : float
-        Memory allowed for the training data of the seeds fitted together.
     """
 
     init: str = option("informed", choices=INITS, doc="start: informed (near the teacher, the "
@@ -133,8 +144,6 @@ class ERMOptions(Validated):
                                          doc="grid searched by lam='validation'")
     val_frac: float = option(0.2, low=0.0, high=0.9, low_open=True,
                              doc="fraction of the training set held out to choose lam")
-    max_batch_bytes: float = option(2e9, low=1.0, doc="memory allowed for the training data "
-                                    "of the seeds fitted together")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -163,8 +172,9 @@ class ERMResult:
         The seven overlaps ``m_k, q_k, m_v, q_v, m_kv, m_vk, q_kv``.
     theta : dict of str to ndarray
         The activation's own trained scalars (erf: ``c``).
-    iterations, converged, grad_norm : ndarray
-        L-BFGS iterations, convergence flag and final ``|grad S| / sqrt(D)`` of the kept restart.
+    iterations, converged, grad_norm, evaluations : ndarray
+        L-BFGS iterations, convergence flag, final ``|grad S| / sqrt(D)`` and function
+        evaluations of the kept restart.
     start : str
         ``informed`` or ``random``.
     lam_grid, val_risk, val_se : ndarray or None
@@ -173,7 +183,11 @@ class ERMResult:
     params : dict of str to ndarray or None
         The fitted ``k`` ``(seeds, D)``, ``v`` ``(seeds, D)`` and ``theta`` ``(seeds, P)``.
     runtime_s : float
-        Wall time of the call, compilation included.
+        Wall time of the call, compilation included (shared evenly by the results of one
+        :func:`erm_fit_grid` call).
+    time_data_s, time_fit_s, time_score_s : float
+        Its parts: drawing the training data and starts, fitting (the ``lam`` selection
+        included), drawing the test data and scoring.
     options : ERMOptions
         Options used.
     """
@@ -194,12 +208,16 @@ class ERMResult:
     iterations: np.ndarray
     converged: np.ndarray
     grad_norm: np.ndarray
+    evaluations: np.ndarray
     start: str
     lam_grid: np.ndarray | None = None
     val_risk: np.ndarray | None = None
     val_se: np.ndarray | None = None
     params: dict[str, np.ndarray] | None = None
     runtime_s: float = 0.0
+    time_data_s: float = 0.0
+    time_fit_s: float = 0.0
+    time_score_s: float = 0.0
     options: ERMOptions = field(default_factory=ERMOptions)
 
     def summary(self) -> dict[str, Any]:
@@ -232,9 +250,11 @@ class ERMResult:
             "lam": self.lam, "converged": bool(np.all(self.converged)),
             "converged_fraction": float(np.mean(self.converged)),
             "iterations": int(np.max(self.iterations)),
+            "evaluations": int(np.sum(self.evaluations)),
             "grad_norm": float(np.max(self.grad_norm)), "init": self.start,
             "restarts": self.options.restarts, "seeds": s, "n_test": self.options.n_test,
-            "runtime_s": self.runtime_s,
+            "runtime_s": self.runtime_s, "time_data_s": self.time_data_s,
+            "time_fit_s": self.time_fit_s, "time_score_s": self.time_score_s,
         })
         if self.lam_grid is not None:
             out["lam_grid"] = [float(x) for x in self.lam_grid]
@@ -272,22 +292,18 @@ def _seed_keys(seeds: np.ndarray) -> Array:
 # --------------------------------------------------------------------------------------------
 # jitted pieces. Data and starts are drawn by small task-specific functions; the expensive fit
 # depends only on shapes, the activation and the solver settings, so one compilation serves
-# every (variant, nu, delta) of the same size.
+# every (variant, nu, delta, seed, lam) of the same size.
 # --------------------------------------------------------------------------------------------
 @partial(jax.jit, static_argnames=("task", "n_train", "restarts"))
-def _draw_train(keys: Array, informed: Array, init_noise: Array, init_scale: Array, *,
+def _draw_train(key: PRNGKey, informed: Array, init_noise: Array, init_scale: Array, *,
                 task: TaskConfig, n_train: int, restarts: int):
-    """Teacher, training data and the ``restarts`` starts ``(k, v)`` of each seed."""
-
-    def one(key):
-        teacher, data, _ = sample_task(key, task, n_train, 0)
-        kinit = algorithm_key(key, "start")
-        starts = jax.vmap(lambda r: make_start(jax.random.fold_in(kinit, r), task, teacher,
-                                               informed, init_noise, init_scale))(
-            jnp.arange(restarts))
-        return teacher, data, starts
-
-    return jax.vmap(one)(keys)
+    """Teacher, training data and the ``restarts`` starts ``(k, v)`` of one seed."""
+    teacher, data, _ = sample_task(key, task, n_train, 0)
+    kinit = algorithm_key(key, "start")
+    starts = jax.vmap(lambda r: make_start(jax.random.fold_in(kinit, r), task, teacher,
+                                           informed, init_noise, init_scale))(
+        jnp.arange(restarts))
+    return teacher, data, starts
 
 
 @partial(jax.jit, static_argnames=("task", "n_test"))
@@ -304,17 +320,21 @@ def _score(params: Params, teacher: Teacher, test: Data, oracle: tuple[Array, Ar
     return score_given(*oracle, test.y, f), overlaps(params["k"], params["v"], teacher)
 
 
-def _fit_one_seed(data: Data, starts: Params, weight: Array, lam_k: Array, lam_v: Array,
-                  max_iter: Array, gtol: Array, *, act: Activation, memory: int):
-    """Fit all ``len(lam_k) x restarts`` members of one seed; keep the best restart per lam."""
+@partial(jax.jit, static_argnames=("restarts",))
+def _members(starts: Params, lam_k: Array, lam_v: Array, *, restarts: int):
+    """The ``G x restarts`` members of one seed (lam-major), flattened into one batch."""
     G = lam_k.shape[0]
-    R = jax.tree_util.tree_leaves(starts)[0].shape[0]
-    # members (G, R) flattened into one batch sharing the data
     p0 = jax.tree_util.tree_map(lambda a: jnp.tile(a, (G,) + (1,) * (a.ndim - 1)), starts)
-    lk, lv = jnp.repeat(lam_k, R), jnp.repeat(lam_v, R)
+    return p0, jnp.repeat(lam_k, restarts), jnp.repeat(lam_v, restarts)
 
-    res = lbfgs_solve_batch(act, p0, data, lk, lv, weight, max_iter=max_iter, gtol=gtol,
-                            memory=memory)
+
+@partial(jax.jit, static_argnames=("act", "restarts"))
+def _keep_best(res: SolverResult, data: Data, weight: Array, *, act: Activation,
+               restarts: int):
+    """Per lam, the restart with the lowest final objective; its training loss and the
+    validation risk ``mean (y - f)^2`` on the held-out samples (NaN when none)."""
+    R = restarts
+    G = res.objective.shape[0] // R
     res = jax.tree_util.tree_map(lambda a: a.reshape((G, R) + a.shape[1:]), res)
     obj = jnp.where(jnp.isfinite(res.objective), res.objective, jnp.inf)
     best = jnp.argmin(obj, axis=1)
@@ -330,29 +350,33 @@ def _fit_one_seed(data: Data, starts: Params, weight: Array, lam_k: Array, lam_v
     return res, train, val
 
 
-@partial(jax.jit, static_argnames=("act", "memory"))
-def _fit_chunk(data: Data, starts: Params, weight: Array, lam_k: Array, lam_v: Array,
-               max_iter: Array, gtol: Array, *, act: Activation, memory: int):
-    # seeds one after another: they share no data, and a vmap over seeds turned the shared
-    # matrix product into a batched one that XLA's CPU backend ran ~40% slower (measured)
-    def one(args):
-        d, s = args
-        return _fit_one_seed(d, s, weight, lam_k, lam_v, max_iter, gtol, act=act,
-                             memory=memory)
+def compact_default(n_train: int, task: TaskConfig) -> bool:
+    """Whether :func:`fit_seeds` shrinks a batch as its members stop: when the data are large
+    enough (``N L D >= COMPACT_MIN_ELEMENTS``) for the saved evaluations to outweigh the
+    compilation of the smaller batch sizes."""
+    return n_train * task.L_max * task.D >= COMPACT_MIN_ELEMENTS
 
-    return jax.lax.map(one, (data, starts))
+
+COMPACT_MIN_ELEMENTS = 2**20
 
 
 def fit_seeds(task: TaskConfig, activation: str, n_train: int, seeds: Any, lam_k: Any,
               lam_v: Any | None = None, *, opts: ERMOptions | None = None,
-              n_fit: int | None = None):
+              n_fit: int | None = None, compact: bool | None = None,
+              timings: dict[str, float] | None = None):
     """Fit every seed and every ``lam`` (a grid, fitted together), on the first ``n_fit`` samples.
+
+    For each seed (one after another: they share no data), the teacher, training data and
+    starts are drawn, then the ``len(lam) x restarts`` members are fitted as one batch that
+    shares every pass over the data (:func:`bayesslr.erm.lbfgs.lbfgs_solve_compact`), shrunk as
+    members stop when ``compact`` (default :func:`compact_default`).
 
     Returns the raw batched results: a :class:`~bayesslr.erm.lbfgs.SolverResult` with leading
     axes ``(seed, lam)``, the training loss ``(seed, lam)`` and the validation risk
     ``mean (y - f)^2`` ``(seed, lam)`` on the held-out samples ``n_fit..n_train`` (NaN when none
     are held out). This is the building block of :func:`erm_fit` and of the ``lam``-grid
-    benchmark.
+    benchmark. ``timings``, when given, receives the seconds spent drawing the data
+    (``data_s``) and fitting (``fit_s``, compilation included).
     """
     opts = opts or ERMOptions()
     act = get_activation(activation)
@@ -367,26 +391,30 @@ def fit_seeds(task: TaskConfig, activation: str, n_train: int, seeds: Any, lam_k
                           "allowed: the same number")
     for lam in np.asarray(lam_k).tolist() + np.asarray(lam_v).tolist():
         check_real("lam", lam, low=0.0)
+    compact = compact_default(n_train, task) if compact is None else bool(compact)
     weight = (jnp.arange(n_train) < n_fit).astype(lam_k.dtype)
-    # max_iter and gtol are traced (changing them does not recompile); memory is a shape
-    max_iter, gtol = jnp.asarray(opts.max_iter), jnp.asarray(opts.gtol, dtype=lam_k.dtype)
-    per_seed = 4.0 * 3 * n_train * task.L_max * task.D  # X, its masked copy, slack
-    chunk = int(max(1, min(len(seeds), opts.max_batch_bytes // per_seed)))
-    n_chunks = -(-len(seeds) // chunk)
-    chunk = -(-len(seeds) // n_chunks)
-    padded = np.resize(seeds, n_chunks * chunk)  # repeats the first seeds; dropped below
+    flags = (jnp.asarray(opts.init == "informed"), jnp.asarray(opts.init_noise),
+             jnp.asarray(opts.init_scale))
     outs = []
-    for c in range(n_chunks):
-        keys = _seed_keys(padded[c * chunk:(c + 1) * chunk])
-        _, data, (k0, v0) = _draw_train(
-            keys, jnp.asarray(opts.init == "informed"), jnp.asarray(opts.init_noise),
-            jnp.asarray(opts.init_scale), task=task, n_train=n_train, restarts=opts.restarts)
-        theta0 = jnp.broadcast_to(act.init_theta(), k0.shape[:2] + (act.n_params,))
-        starts = {"k": k0, "v": v0, "theta": theta0}
-        outs.append(jax.tree_util.tree_map(np.asarray, _fit_chunk(
-            data, starts, weight, lam_k, lam_v, max_iter, gtol, act=act, memory=opts.memory)))
+    t_data = t_fit = 0.0
+    for key in _seed_keys(seeds):
+        t0 = time.perf_counter()
+        _, data, (k0, v0) = jax.block_until_ready(_draw_train(
+            key, *flags, task=task, n_train=n_train, restarts=opts.restarts))
+        t1 = time.perf_counter()
+        theta0 = jnp.broadcast_to(act.init_theta(), k0.shape[:1] + (act.n_params,))
+        p0, lk, lv = _members({"k": k0, "v": v0, "theta": theta0}, lam_k, lam_v,
+                              restarts=opts.restarts)
+        res = lbfgs_solve_compact(act, p0, data, lk, lv, weight, max_iter=opts.max_iter,
+                                  gtol=opts.gtol, memory=opts.memory, compact=compact)
+        outs.append(jax.tree_util.tree_map(np.asarray, _keep_best(
+            res, data, weight, act=act, restarts=opts.restarts)))
         del data
-    return jax.tree_util.tree_map(lambda *a: np.concatenate(a)[:len(seeds)], *outs)
+        t_data += t1 - t0
+        t_fit += time.perf_counter() - t1
+    if timings is not None:
+        timings.update(data_s=t_data, fit_s=t_fit)
+    return jax.tree_util.tree_map(lambda *a: np.stack(a), *outs)
 
 
 def evaluate(task: TaskConfig, activation: str, seeds: Any, params: Params,
@@ -399,8 +427,8 @@ def evaluate(task: TaskConfig, activation: str, seeds: Any, params: Params,
         teacher, test, oracle = _draw_test(key, task=task, n_test=n_test)
         p = jax.tree_util.tree_map(lambda a, i=i: jnp.asarray(a[i]), params)
         e, o = _score(p, teacher, test, oracle, act=act)
-        errs.append(e)
-        ovs.append(o)
+        errs.append(jax.tree_util.tree_map(np.asarray, e))
+        ovs.append(jax.tree_util.tree_map(np.asarray, o))
         del test
     return _stack(errs), _stack(ovs)
 
@@ -424,7 +452,8 @@ def erm_fit(task: TaskConfig, activation: str, n_train: int, lam: float | str, *
         Training samples ``N = alpha D``.
     lam : float or "validation"
         Ridge penalty ``lam_k = lam_v``, or ``"validation"`` (grid search on held-out training
-        data, :func:`select_lam`).
+        data, :func:`select_lam`). ``"replica"`` is resolved to a number by the registry entry
+        (:func:`bayesslr.erm.method.replica_lam`) before it gets here.
     seeds : sequence of int
         Seeds of teacher, data, test data and starts.
     opts : ERMOptions
@@ -434,35 +463,83 @@ def erm_fit(task: TaskConfig, activation: str, n_train: int, lam: float | str, *
     -------
     ERMResult
     """
+    res = erm_fit_grid(task, activation, n_train, [lam], seeds=seeds, opts=opts)
+    return res[0]
+
+
+def erm_fit_grid(task: TaskConfig, activation: str, n_train: int, lams: Any, *,
+                 seeds: Any = (0,), opts: ERMOptions | None = None) -> list[ERMResult]:
+    """:func:`erm_fit` for several penalties on the same data, fitted as one batch per seed.
+
+    ``lams`` holds reals ``>= 0`` and at most one ``"validation"``; the fixed values (and the
+    validation choice's refit) are fitted together, so each pass over a seed's data serves all
+    of them, and each returned :class:`ERMResult` is what :func:`erm_fit` gives for that
+    ``lam`` alone (the members of a batch never influence each other; only the rounding of the
+    shared matrix products can differ). The validation search (:func:`select_lam`) runs first,
+    on its own held-out split. Runtimes are shared evenly by the results.
+    """
     t0 = time.perf_counter()
     opts = opts or ERMOptions()
     act = get_activation(activation)
     seeds = np.atleast_1d(np.asarray(seeds, dtype=np.int64))
-    lam = parse_lam(lam)
-    n_train = check_int("n_train", n_train, low=2 if lam == "validation" else 1)
+    lams = [parse_lam(x) for x in lams]
+    if "replica" in lams:
+        raise ConfigError("lam='replica' is resolved by the registry entry erm:<activation> "
+                          "(bayesslr.erm.method.replica_lam); allowed here: real >= 0 or "
+                          "'validation'")
+    if lams.count("validation") > 1:
+        raise ConfigError("lam='validation' is given twice; allowed: once")
+    validation = "validation" in lams
+    n_train = check_int("n_train", n_train, low=2 if validation else 1)
     grid = val_risk = val_se = None
-    if lam == "validation":
-        lam, grid, val_risk, val_se = select_lam(task, activation, n_train, seeds, opts)
-    res, train, _ = fit_seeds(task, activation, n_train, seeds, lam, opts=opts)
-    res = jax.tree_util.tree_map(lambda a: a[:, 0], res)
-    errs, ov = evaluate(task, activation, seeds, res.params, opts.n_test)
-    theta = np.asarray(res.params["theta"])
-    return ERMResult(
-        seeds=seeds, lam=float(lam), test_error=errs.test_error, stderr=errs.stderr,
-        risk=errs.risk, risk_stderr=errs.risk_stderr, oracle_error=errs.oracle_error,
-        excess_over_oracle=errs.excess_over_oracle,
-        excess_over_oracle_stderr=errs.excess_over_oracle_stderr,
-        train_loss=np.asarray(train[:, 0]), objective=np.asarray(res.objective),
-        overlaps={k: np.asarray(ov[k]) for k in OVERLAP_NAMES},
-        theta={n: theta[:, i] for i, n in enumerate(act.param_names)},
-        iterations=np.asarray(res.iterations), converged=np.asarray(res.converged),
-        grad_norm=np.asarray(res.grad_norm), start=opts.init, lam_grid=grid,
-        val_risk=val_risk, val_se=val_se, params={k: np.asarray(v) for k, v in res.params.items()},
-        runtime_s=time.perf_counter() - t0, options=opts)
+    tim: dict[str, float] = {"data_s": 0.0, "fit_s": 0.0}
+    values = list(lams)
+    if validation:
+        sel: dict[str, float] = {}
+        lam_v, grid, val_risk, val_se = select_lam(task, activation, n_train, seeds, opts,
+                                                   timings=sel)
+        tim = {k: tim[k] + sel[k] for k in tim}
+        values[lams.index("validation")] = lam_v
+    distinct = sorted(set(values))
+    fit: dict[str, float] = {}
+    res, train, _ = fit_seeds(task, activation, n_train, seeds, distinct, opts=opts,
+                              timings=fit)
+    tim = {k: tim[k] + fit[k] for k in tim}
+    t_score = time.perf_counter()
+    errs, ov = zip(*(evaluate(task, activation, seeds,
+                              {k: v[:, j] for k, v in res.params.items()}, opts.n_test)
+                     for j in range(len(distinct))), strict=True)
+    t_score = time.perf_counter() - t_score
+    runtime = (time.perf_counter() - t0) / len(lams)
+    out = []
+    for lam, value in zip(lams, values, strict=True):
+        j = distinct.index(value)
+        e, o = errs[j], ov[j]
+        theta = np.asarray(res.params["theta"][:, j])
+        is_val = lam == "validation"
+        out.append(ERMResult(
+            seeds=seeds, lam=float(value), test_error=e.test_error, stderr=e.stderr,
+            risk=e.risk, risk_stderr=e.risk_stderr, oracle_error=e.oracle_error,
+            excess_over_oracle=e.excess_over_oracle,
+            excess_over_oracle_stderr=e.excess_over_oracle_stderr,
+            train_loss=np.asarray(train[:, j]), objective=np.asarray(res.objective[:, j]),
+            overlaps={k: np.asarray(o[k]) for k in OVERLAP_NAMES},
+            theta={n: theta[:, i] for i, n in enumerate(act.param_names)},
+            iterations=np.asarray(res.iterations[:, j]),
+            converged=np.asarray(res.converged[:, j]), grad_norm=np.asarray(res.grad_norm[:, j]),
+            evaluations=np.asarray(res.evaluations[:, j]), start=opts.init,
+            lam_grid=grid if is_val else None, val_risk=val_risk if is_val else None,
+            val_se=val_se if is_val else None,
+            params={k: np.asarray(v[:, j]) for k, v in res.params.items()},
+            runtime_s=runtime, time_data_s=tim["data_s"] / len(lams),
+            time_fit_s=tim["fit_s"] / len(lams), time_score_s=t_score / len(lams),
+            options=opts))
+    return out
 
 
 def select_lam(task: TaskConfig, activation: str, n_train: int, seeds: Any,
-               opts: ERMOptions | None = None) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
+               opts: ERMOptions | None = None, *, timings: dict[str, float] | None = None
+               ) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
     """Choose ``lam`` on a validation split of the *training* data (spec section 4).
 
     The last ``round(val_frac * n_train)`` training samples are held out, every grid value is
@@ -478,7 +555,7 @@ def select_lam(task: TaskConfig, activation: str, n_train: int, seeds: Any,
     n_val = min(max(1, int(round(opts.val_frac * n_train))), n_train - 1)
     grid = np.asarray(opts.lam_grid, dtype=float)
     _, _, val = fit_seeds(task, activation, n_train, seeds, grid, opts=opts,
-                          n_fit=n_train - n_val)
+                          n_fit=n_train - n_val, timings=timings)
     val = np.where(np.isfinite(val), val, np.inf)
     mean = val.mean(axis=0)
     se = (val.std(axis=0, ddof=1) / math.sqrt(val.shape[0]) if val.shape[0] > 1

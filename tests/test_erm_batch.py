@@ -1,0 +1,251 @@
+"""ERM performance machinery (issue 15): the one-pass evaluation, the compacting batch solver,
+cells sharing data fitted as one unit, compilation shared across cells, and ``lam='replica'``.
+
+Same small shapes as ``test_erm.py`` (``D = 32``, ``N = 160``), so the compiled solver is shared
+with it. Tolerances on fitted parameters come from the stopping rule: near a minimiser with
+``H >= lam I``, ``|theta - theta*| <= |grad S| / lam`` in rms component, so two runs stopped at
+size-free gradient norms ``g1, g2`` differ by at most ``(g1 + g2) / lam``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import monitoring
+
+from bayesslr.activations import ACTIVATIONS
+from bayesslr.erm import lbfgs
+from bayesslr.erm import method as M
+from bayesslr.erm import protocol as P
+from bayesslr.erm.objective import objective_batch, value_and_grad_batch
+from bayesslr.methods import Cell, run_cell, run_unit, units
+from bayesslr.task import ConfigError, make_task, sample_task
+
+D, N = 32, 160
+GRID = (0.01, 0.1, 1.0)
+BASE = dict(variant="spiked", L="3", nu=2.0, delta=0.0, alpha=5.0, D=D)
+OPTS = {"seeds": 2, "n_test": 2000, "lam_grid": GRID}
+
+
+@pytest.fixture(scope="module")
+def task():
+    return make_task("spiked", L=3, nu=2.0, delta=0.0, D=D)
+
+
+@pytest.mark.parametrize("name", list(ACTIVATIONS))
+def test_one_pass_evaluation_equals_autodiff(name):
+    """Value and gradient of the chunked pass equal ``jax.grad`` of the plain objective, with
+    held-out samples and a chunk size that leaves an overlapping last chunk (variable lengths).
+
+    Both are float32 sums of ``N L = 309`` terms in different orders: the worst-case relative
+    rounding gap is ``309 eps ~ 4e-5``; the tolerance is 1e-4 of the largest component.
+    """
+    act = ACTIVATIONS[name]
+    t = make_task("max", L="1,2,3", nu="inf", delta=0.0, D=20)
+    _, data, _ = sample_task(jax.random.key(0), t, 103, 0)
+    G = 3
+    p = {"k": jax.random.normal(jax.random.key(1), (G, 20)),
+         "v": jax.random.normal(jax.random.key(2), (G, 20)),
+         "theta": jnp.full((G, act.n_params), 0.3)}
+    lam = jnp.array([0.1, 1.0, 0.0])
+    weight = (jnp.arange(103) < 80).astype(jnp.float32)
+    for w in (None, weight):
+        f0 = objective_batch(act, p, data, lam, 2 * lam, w)
+        g0 = jax.grad(lambda q: jnp.sum(objective_batch(act, q, data, lam, 2 * lam, w)))(p)
+        for chunk in (7, None):
+            f1, g1 = value_and_grad_batch(act, p, data, lam, 2 * lam, w, chunk=chunk)
+            np.testing.assert_allclose(f1, f0, rtol=1e-4)
+            for k in ("k", "v", "theta"):
+                scale = float(jnp.max(jnp.abs(g0[k]))) if g0[k].size else 1.0
+                np.testing.assert_allclose(g1[k], g0[k], atol=1e-4 * scale, rtol=0)
+
+
+def test_compaction_shrinks_the_batch_and_keeps_each_member(task, monkeypatch):
+    """The batch drops its stopped members (sizes 3, 2, 1 here) and every member lands where
+    the whole batch puts it (same iterations; only the rounding of the products differs)."""
+    act = ACTIVATIONS["softmax"]
+    _, data, (k0, v0) = P._draw_train(P._seed_keys(np.array([0]))[0], jnp.asarray(True),
+                                      jnp.asarray(0.1), jnp.asarray(1.0), task=task,
+                                      n_train=N, restarts=1)
+    p0 = {"k": jnp.tile(k0, (3, 1)), "v": jnp.tile(v0, (3, 1)), "theta": jnp.zeros((3, 0))}
+    lam = jnp.asarray(GRID)
+    whole = lbfgs.lbfgs_solve_compact(act, p0, data, lam, lam, compact=False)
+    sizes = []
+    real = lbfgs._passes_jit
+
+    def spy(act_, st, *a, **kw):
+        sizes.append(st.x.shape[0])
+        return real(act_, st, *a, **kw)
+
+    monkeypatch.setattr(lbfgs, "_passes_jit", spy)
+    shrunk = lbfgs.lbfgs_solve_compact(act, p0, data, lam, lam, compact=True)
+    assert sizes[0] == 3 and sizes == sorted(sizes, reverse=True) and len(sizes) > 1
+    assert np.all(np.asarray(whole.converged)) and np.all(np.asarray(shrunk.converged))
+    assert len(set(np.asarray(whole.evaluations).tolist())) > 1  # the members stop apart
+    for j, lam_j in enumerate(GRID):
+        bound = float(whole.grad_norm[j] + shrunk.grad_norm[j]) / lam_j
+        for name in ("k", "v"):
+            rms = float(jnp.linalg.norm(whole.params[name][j] - shrunk.params[name][j])
+                        / math.sqrt(D))
+            assert rms <= bound, (lam_j, name, rms, bound)
+
+
+def _cells(lams, seed=0, method="erm:softmax", **kw):
+    return [Cell(method=method, lam=lam, seed=seed, options=dict(OPTS), **{**BASE, **kw})
+            for lam in lams]
+
+
+def test_cells_differing_only_in_lam_are_one_unit():
+    cells = _cells(GRID) + _cells((0.1,), seed=5) + _cells((0.1,), alpha=2.0)
+    groups = units(cells)
+    assert [len(g) for g in groups] == [3, 1, 1]
+    assert {c.lam for c in groups[0]} == set(GRID)
+
+
+def test_a_unit_returns_what_each_cell_returns_alone(task):
+    """The batch contract (:attr:`bayesslr.methods.MethodSpec.batch`): overlaps within the
+    stopping-rule bound, test errors within a hundredth of their test-set error bar."""
+    cells = _cells(GRID)
+    together = run_unit(cells)
+    teacher, _, _ = sample_task(P._seed_keys(np.array([0]))[0], task, N)
+    rms_k = float(jnp.linalg.norm(teacher.k) / math.sqrt(D))
+    rms_v = float(jnp.linalg.norm(teacher.v) / math.sqrt(D))
+    for cell, out in zip(cells, together, strict=True):
+        alone = run_cell(cell)
+        assert out["lam"] == alone["lam"] == cell.lam and out["lam_mode"] == "fixed"
+        assert out["converged"] and alone["converged"]
+        b = (out["grad_norm"] + alone["grad_norm"]) / cell.lam
+        # |k1.k* - k2.k*| / D <= rms(k1 - k2) rms(k*); |q1 - q2| <= rms(k1 - k2) (rms1 + rms2)
+        assert abs(out["m_k"] - alone["m_k"]) <= b * rms_k
+        assert abs(out["m_v"] - alone["m_v"]) <= b * rms_v
+        assert abs(out["q_k"] - alone["q_k"]) <= b * (math.sqrt(out["q_k"])
+                                                      + math.sqrt(alone["q_k"]))
+        assert abs(out["test_error"] - alone["test_error"]) <= 0.01 * alone["stderr_test"]
+
+
+def test_no_recompilation_across_seeds_and_lams():
+    """One compilation serves every seed and lam of a shape (here: a lone cell, then a unit of
+    three): the second cell and the second unit trace and compile nothing."""
+    events: list[str] = []
+
+    def listen(name, _dur, **_kw):
+        if name.startswith("/jax/core/compile/"):
+            events.append(name)
+
+    run_cell(_cells((0.1,))[0])
+    run_unit(_cells(GRID, seed=1))
+    monitoring.register_event_duration_secs_listener(listen)
+    try:
+        run_cell(_cells((0.3,), seed=7)[0])
+        run_unit(_cells((0.02, 0.2, 2.0), seed=9))
+    finally:
+        monitoring.unregister_event_duration_listener(listen)
+    assert events == []
+
+
+# ----------------------------------------------------------------------------------------------
+# lam = "replica"
+# ----------------------------------------------------------------------------------------------
+@pytest.fixture
+def replica_env(tmp_path, monkeypatch):
+    """An empty on-disk cache and a stand-in for the theory's search (counted)."""
+    monkeypatch.setenv(M.REPLICA_CACHE_ENV, str(tmp_path))
+    monkeypatch.setattr(M, "_REPLICA_MEMO", {})
+    calls: list[Cell] = []
+    answer = {"lam": 0.3, "test_error": 0.41, "stderr": 0.01, "converged": True,
+              "at_boundary": False, "reason": "converged"}
+
+    def fake(tcell):
+        calls.append(tcell)
+        return {**answer, "cell": tcell.to_json()}
+
+    monkeypatch.setattr(M, "_solve_replica", fake)
+    return tmp_path, calls, answer
+
+
+def test_replica_lam_is_solved_once_and_recorded(replica_env):
+    root, calls, answer = replica_env
+    a = run_cell(_cells(("replica",), seed=0)[0])
+    b = run_cell(Cell(method="erm:softmax", lam="replica", seed=3, options={"n_test": 500},
+                      **{**BASE, "D": 24}))  # another seed and size: same theory point
+    assert len(calls) == 1
+    t = calls[0]
+    assert (t.method, t.lam, t.alpha, t.nu, t.seed) == ("theory_erm:softmax", "optimal", 5.0,
+                                                        2.0, 0)
+    for out in (a, b):
+        assert out["lam"] == answer["lam"] and out["lam_mode"] == "replica"
+        assert out["replica_test_error"] == answer["test_error"]
+        assert out["replica_test_error_stderr"] == answer["stderr"]
+        assert out["replica_converged"] is True
+    files = list(root.glob("*.json"))
+    assert len(files) == 1 and json.loads(files[0].read_text())["lam"] == answer["lam"]
+    M._REPLICA_MEMO.clear()  # a new process: the answer comes from disk
+    run_cell(_cells(("replica",), seed=1)[0])
+    assert len(calls) == 1
+    # other theory options, or another activation, are another point
+    run_cell(Cell(method="erm:softmax", lam="replica", seed=0,
+                  options={**OPTS, "replica_samples": 500}, **BASE))
+    run_cell(_cells(("replica",), method="erm:linear")[0])
+    assert len(calls) == 3
+
+
+def test_replica_lam_unconverged_fails_the_cell(replica_env, monkeypatch):
+    monkeypatch.setattr(M, "_solve_replica", lambda tcell: {
+        "lam": math.nan, "test_error": math.nan, "stderr": math.nan, "converged": False,
+        "at_boundary": False, "reason": "max_iter", "cell": tcell.to_json()})
+    with pytest.raises(RuntimeError, match="lam='replica'.*did not converge.*max_iter"):
+        run_cell(_cells(("replica",))[0])
+
+
+def test_replica_lam_in_a_sweep(replica_env, tmp_path):
+    """A sweep mixing ``lam = 'replica'`` and numbers: one unit per seed, the dataset's lam
+    coordinate shows the word, ``lam_used`` the number."""
+    from bayesslr.sweep.config import parse_config
+    from bayesslr.sweep.runner import run_sweep
+
+    _, calls, answer = replica_env
+    cfg = parse_config({"name": "replica", "defaults": {"delta": 0.0}, "grid": [{
+        "methods": ["erm:softmax"], "alpha": 5.0, "D": D, "lam": ["replica", 0.1],
+        "seeds": [0, 1], "options": {"erm": {"n_test": 500}}}]})
+    assert [len(u) for u in units(cfg.cells)] == [2, 2]
+    summary = run_sweep(cfg, tmp_path / "out", progress=False)
+    assert summary.failed == 0 and len(calls) == 1
+    import xarray as xr
+
+    ds = xr.open_datatree(summary.dataset, engine="h5netcdf").load()["erm"].to_dataset()
+    assert set(ds["lam"].values.tolist()) == {"replica", "0.1"}
+    used = ds["lam_used"].sel(lam="replica").values
+    assert np.allclose(used[np.isfinite(used)], answer["lam"])
+
+
+def test_replica_lam_refused_where_no_theory():
+    with pytest.raises(ConfigError, match="lam='replica'"):
+        P.erm_fit(make_task("spiked", L=3, nu=2.0, delta=0.0, D=D), "softmax", N, "replica")
+    assert P.parse_lam("Replica") == "replica"
+    with pytest.raises(ConfigError, match="allowed: real >= 0, 'validation'.*'replica'"):
+        P.parse_lam("often")
+
+
+@pytest.mark.slow
+def test_replica_lam_is_the_theory_optimum(tmp_path, monkeypatch):
+    """The real theory (few channel samples): the ERM cell fits at exactly the lam that
+    :func:`bayesslr.theory.lam_opt.optimal_lambda` returns for that task and alpha."""
+    from bayesslr.theory.lam_opt import optimal_lambda
+    from bayesslr.theory.method import erm_options
+
+    monkeypatch.setenv(M.REPLICA_CACHE_ENV, str(tmp_path))
+    monkeypatch.setattr(M, "_REPLICA_MEMO", {})
+    cell = Cell(method="erm:softmax", lam="replica", seed=0,
+                options={**OPTS, "replica_samples": 300}, **{**BASE, "delta": 0.01})
+    out = run_cell(cell)
+    tcell = M.replica_cell(cell, M.SCHEMA.validate(cell.options))
+    topts = M.get_method(tcell.method).schema.validate(tcell.options)
+    direct = optimal_lambda(tcell.task(D=1), "softmax", 5.0, erm_options(topts, 0))
+    assert out["lam"] == pytest.approx(direct.lam, rel=1e-9)
+    assert out["replica_test_error"] == pytest.approx(direct.test_error, rel=1e-6)
+    assert out["converged"]
