@@ -5,19 +5,22 @@ The paper sizes its ERM runs by ``sqrt(N D) = 10^4``; at ``alpha = 5`` (``L = 3`
 cache, so one evaluation of the objective and its gradient is bound by reading ``X`` from
 memory. The floor: a forward and backward pass cannot cost less than two plain matrix passes
 over ``X`` (``X k`` and ``X^T u``, two columns each, the shape of one member's ``(k, v)``),
-timed here in the same process (best of ``--repeats``). The solver's evaluation
+timed here in the same process (best of ``--repeats``; each direction the fastest of XLA's
+einsum, XLA's 2-d matmul and numpy's BLAS on the same buffer). The solver's evaluation
 (:func:`bayesslr.erm.objective.value_and_grad_batch`) reads each chunk of ``X`` once for both
 products, so it may beat that floor.
 
 Printed, each phase timed apart (wall and process CPU time), compilation excluded (each jitted
 piece is compiled by a first call on the same shapes, timed and printed apart):
 
-* ``draw``: teacher, training tokens and the informed start (:func:`sample_task`);
+* ``draw``: teacher, training tokens and the informed start (the suite's data draw, chunk by
+  chunk: :func:`bayesslr.erm.stream.draw_train`);
 * ``floor``: the two plain passes; ``eval``: one objective-and-gradient evaluation, for each
-  chunk size of ``--chunks`` (MB of data per chunk; the package default is marked);
+  chunk size of ``--chunks`` (MB of data per chunk) and number of independent chunk loops of
+  ``--streams`` (the package default is marked);
 * ``fit``: the L-BFGS fit at a fixed ``lam`` (the paper's protocol: informed start), with its
   iterations and evaluations;
-* ``score``: the fresh test set (``n_test`` samples) and the test errors;
+* ``score``: the fresh test set (``n_test`` samples, streamed) and the test errors;
 * the ratios ``fit / (floor x evaluations)`` (the issue's target is 1.3; also in CPU time,
   steadier on a shared machine) and ``fit / (eval x evaluations)`` (the solver's own
   overhead).
@@ -44,8 +47,15 @@ import numpy as np
 from bayesslr.activations import get_activation
 from bayesslr.erm import objective as obj
 from bayesslr.erm.lbfgs import lbfgs_solve_compact
-from bayesslr.erm.protocol import ERMOptions, _draw_test, _draw_train, _score, _seed_keys
+from bayesslr.erm.protocol import ERMOptions, _draw_train, _score, _seed_keys
+from bayesslr.erm.stream import can_stream
 from bayesslr.task import make_task
+
+
+def show(out: dict, key: str) -> None:
+    """Print one result as soon as it is measured (long runs on a shared machine)."""
+    v = out[key]
+    print(f"{key:>34s}  {v:.4g}" if isinstance(v, float) else f"{key:>34s}  {v}", flush=True)
 
 
 class Clock:
@@ -74,7 +84,7 @@ def best(fn, repeats: int) -> tuple[float, float]:
 
 def run(sqrtND: float = 1e4, alpha: float = 5.0, lam: float = 0.1, activation: str = "softmax",
         chunks_mb: tuple[float, ...] = (2, 8, 32), repeats: int = 3, n_test: int = 10_000,
-        seed: int = 0) -> dict[str, float]:
+        seed: int = 0, streams: tuple[int, ...] = (1, 2)) -> dict[str, float]:
     D = int(round(sqrtND / math.sqrt(alpha)))
     N = int(round(alpha * D))
     task = make_task("spiked", L=3, nu=2.0, delta=0.01, D=D)
@@ -85,37 +95,62 @@ def run(sqrtND: float = 1e4, alpha: float = 5.0, lam: float = 0.1, activation: s
     key = _seed_keys(np.array([seed]))[0]
     flags = (jnp.asarray(True), jnp.asarray(opts.init_noise), jnp.asarray(opts.init_scale))
     # -- data (the draw is compiled for its static sizes: time the compilation apart)
-    draw = _draw_train.lower(key, *flags, task=task, n_train=N, restarts=1)
+    draw = _draw_train.lower(key, *flags, task=task, n_train=N, restarts=1,
+                             stream=can_stream(key, N, task))
     with Clock() as c:
         draw = draw.compile()
     out["draw_compile_s"] = c.wall
     with Clock() as c:
         _, data, (k0, v0) = jax.block_until_ready(draw(key, *flags))
     out["draw_s"], out["draw_cpu_s"] = c.wall, c.cpu
-    # -- the floor: two plain passes over X (one member's two columns each)
+    show(out, "draw_s")
+    # -- the floor: two plain passes over X (one member's two columns each), each direction
+    # the fastest of XLA (3-d einsum, 2-d matmul) and numpy's BLAS
     X = data.X
+    Xn = np.asarray(X).reshape(-1, D)  # a view of the same buffer on CPU
     w2 = jnp.ones((D, 2), X.dtype)
     u2 = jnp.ones(X.shape[:2] + (2,), X.dtype)
-    fwd = jax.jit(lambda X, w: jnp.einsum("nld,dp->nlp", X, w))
-    bwd = jax.jit(lambda X, u: jnp.einsum("nlp,nld->pd", u, X))
-    t_fwd, c_fwd = best(lambda: fwd(X, w2), repeats)
-    t_bwd, c_bwd = best(lambda: bwd(X, u2), repeats)
+    wn, un = np.ones((D, 2), np.float32), np.ones((Xn.shape[0], 2), np.float32)
+    fwd = {"xla_einsum": jax.jit(lambda X, w: jnp.einsum("nld,dp->nlp", X, w)),
+           "xla_matmul": jax.jit(lambda X, w: X.reshape(-1, X.shape[-1]) @ w)}
+    bwd = {"xla_einsum": jax.jit(lambda X, u: jnp.einsum("nlp,nld->pd", u, X)),
+           "xla_matmul": jax.jit(lambda X, u: u.reshape(-1, 2).T @ X.reshape(-1, X.shape[-1]))}
+    passes = {}
+    for name, f in fwd.items():
+        passes["fwd_" + name] = best(lambda f=f: f(X, w2), repeats)
+    passes["fwd_numpy"] = best(lambda: Xn @ wn, repeats)
+    for name, f in bwd.items():
+        passes["bwd_" + name] = best(lambda f=f: f(X, u2), repeats)
+    passes["bwd_numpy"] = best(lambda: un.T @ Xn, repeats)
+    passes["read_xla_sum"] = best(lambda: jax.jit(jnp.sum)(X), repeats)
+    for k, (t, cp) in passes.items():
+        out[f"pass_{k}_s"], out[f"pass_{k}_cpu_s"] = t, cp
+        show(out, f"pass_{k}_s")
+    t_fwd = min(t for k, (t, _) in passes.items() if k.startswith("fwd"))
+    t_bwd = min(t for k, (t, _) in passes.items() if k.startswith("bwd"))
+    c_fwd = min(c for k, (_, c) in passes.items() if k.startswith("fwd"))
+    c_bwd = min(c for k, (_, c) in passes.items() if k.startswith("bwd"))
     floor = t_fwd + t_bwd
-    out.update(floor_fwd_s=t_fwd, floor_bwd_s=t_bwd, floor_s=floor, floor_cpu_s=c_fwd + c_bwd,
-               floor_GB_per_s=2 * out["X_GB"] / floor)
+    out.update(floor_s=floor, floor_cpu_s=c_fwd + c_bwd, floor_GB_per_s=2 * out["X_GB"] / floor)
+    show(out, "floor_s")
     # -- one evaluation, per chunk size
     p0 = {"k": k0, "v": v0, "theta": jnp.zeros((1, act.n_params), X.dtype)}
     lam1 = jnp.full((1,), lam, X.dtype)
     default_rows = obj.chunk_rows(N, 3, D)
     rows_list = sorted({obj.chunk_rows(N, 3, D, mb * 2**20) for mb in chunks_mb} | {
         default_rows})
-    ev = jax.jit(obj.value_and_grad_batch, static_argnames=("act", "chunk"))
+    ev = jax.jit(obj.value_and_grad_batch, static_argnames=("act", "chunk", "streams"))
     for rows in rows_list:
-        t, cp = best(lambda rows=rows: ev(act, p0, data, lam1, lam1, chunk=rows), repeats)
-        tag = f"eval_rows{rows}" + ("_default" if rows == default_rows else "")
-        out[tag + "_s"], out[tag + "_cpu_s"] = t, cp
-        out[tag + "_over_floor"] = t / floor
-    t_eval = out[f"eval_rows{default_rows}_default_s"]
+        for S in streams:
+            t, cp = best(lambda rows=rows, S=S: ev(act, p0, data, lam1, lam1, chunk=rows,
+                                                   streams=S), repeats)
+            default = rows == default_rows and S == obj.STREAMS
+            tag = f"eval_rows{rows}_streams{S}" + ("_default" if default else "")
+            out[tag + "_s"], out[tag + "_cpu_s"] = t, cp
+            out[tag + "_over_floor"] = t / floor
+            show(out, tag + "_s")
+    t_eval = out[f"eval_rows{default_rows}_streams{obj.STREAMS}_default_s"]
+    out["eval_GB_per_s"] = out["X_GB"] / t_eval
     # -- the fit (compiled by a one-iteration call: max_iter is traced, same compilation)
     solve = lambda mi: lbfgs_solve_compact(act, p0, data, lam, lam, max_iter=mi,  # noqa: E731
                                            gtol=opts.gtol, memory=opts.memory)
@@ -133,21 +168,21 @@ def run(sqrtND: float = 1e4, alpha: float = 5.0, lam: float = 0.1, activation: s
     # the same in process CPU time (all threads): steadier on a loaded machine, but it counts
     # a two-threaded product twice where wall time counts it once
     out["ratio_cpu_fit_over_floor_x_evals"] = c.cpu / (out["floor_cpu_s"] * evals)
-    del data, X, u2
+    for k in ("fit_s", "fit_cpu_s", "evaluations", "ratio_fit_over_floor_x_evals"):
+        show(out, k)
+    del data, X, Xn, u2
     # -- scoring on fresh test data (compiled by a first call, then timed)
-    params = jax.tree_util.tree_map(lambda a: a[0], res.params)
-
     def score():
-        teacher, test, oracle = _draw_test(key, task=task, n_test=n_test)
-        return _score(params, teacher, test, oracle, act=act)
+        return _score(res.params, key, task=task, n_test=n_test, act=act,
+                      stream=can_stream(key, n_test, task))
 
     with Clock() as c:
         jax.block_until_ready(score())
     out["score_first_call_s"] = c.wall
     with Clock() as c:
         e, _ = jax.block_until_ready(score())
-    out.update(score_s=c.wall, score_cpu_s=c.cpu, test_error=float(e.test_error),
-               test_error_stderr=float(e.stderr))
+    out.update(score_s=c.wall, score_cpu_s=c.cpu, test_error=float(e.test_error[0]),
+               test_error_stderr=float(e.stderr[0]))
     out["load_end"] = os.getloadavg()[0]
     return out
 
@@ -159,13 +194,16 @@ if __name__ == "__main__":
     ap.add_argument("--lam", type=float, default=0.1)
     ap.add_argument("--activation", default="softmax")
     ap.add_argument("--chunks", default="2,8,32", help="MB of data per chunk, comma list")
+    ap.add_argument("--streams", default="1,2", help="independent chunk loops, comma list")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--n-test", type=int, default=10_000)
     args = ap.parse_args()
     res = run(args.sqrtND, args.alpha, args.lam, args.activation,
-              tuple(float(x) for x in args.chunks.split(",")), args.repeats, args.n_test)
-    for k, v in res.items():
-        print(f"{k:>34s}  {v:.4g}" if isinstance(v, float) else f"{k:>34s}  {v}")
+              tuple(float(x) for x in args.chunks.split(",")), args.repeats, args.n_test,
+              streams=tuple(int(x) for x in args.streams.split(",")))
+    print("-" * 40)
+    for k in res:
+        show(res, k)
     print(f"fit: {res['fit_s']:.1f} s for {res['evaluations']} evaluations = "
           f"{res['ratio_fit_over_floor_x_evals']:.2f} x (floor {res['floor_s']:.3f} s x "
           f"evaluations); data draw {res['draw_s']:.1f} s, scoring {res['score_s']:.1f} s "

@@ -108,15 +108,20 @@ def test_auto_lam_never_touches_the_test_set(task, monkeypatch):
         raise AssertionError("the lam selection drew test data")
 
     drawn = []
-    real_sample = P.sample_task
+    real_sample, real_stream = P.sample_task, P.stream_draw_train
 
     def spy(key, task_, n_train, n_test=0):
         drawn.append((int(n_train), int(n_test)))
         return real_sample(key, task_, n_train, n_test)
 
-    monkeypatch.setattr(P, "_draw_test", forbidden)
-    monkeypatch.setattr(P, "evaluate", forbidden)
+    def spy_stream(key, task_, n_train, chunk=None):
+        drawn.append((int(n_train), 0))
+        return real_stream(key, task_, n_train, chunk)
+
+    for name in ("_score", "evaluate", "evaluate_grid", "stream_test"):
+        monkeypatch.setattr(P, name, forbidden)
     monkeypatch.setattr(P, "sample_task", spy)
+    monkeypatch.setattr(P, "stream_draw_train", spy_stream)
     P._draw_train.clear_cache()  # retrace so that the spy sees every draw
     lam, grid, val, _ = select_lam(task, "softmax", N, SEEDS, OPTS)
     P._draw_train.clear_cache()

@@ -65,6 +65,38 @@ def test_one_pass_evaluation_equals_autodiff(name):
                 np.testing.assert_allclose(g1[k], g0[k], atol=1e-4 * scale, rtol=0)
 
 
+@pytest.mark.parametrize("variant,L,nu", [("spiked", "3", 2.0), ("max", "1,2,3", "inf")])
+def test_streamed_draw_is_sample_task(variant, L, nu):
+    """The chunked draws (:mod:`bayesslr.erm.stream`) give ``sample_task``'s data and test-set
+    terms: the same Threefry bits, the same operations; only XLA's fusion of the float
+    arithmetic differs (as between any two compilations of ``sample_task``), so values agree
+    to float32 rounding: 4 ulp of numbers of order 5 is 2.4e-6."""
+    from bayesslr.erm import stream as S
+    from bayesslr.activations import predict
+    from bayesslr.metrics import oracle_terms
+
+    t = make_task(variant, L=L, nu=nu, delta=0.01, D=37)
+    key = jax.random.key(5)
+    n, chunk = 101, 13  # eight chunks, the last one overlapping
+    assert S.can_stream(key, n, t)
+    teacher, train, test = jax.jit(lambda k: sample_task(k, t, n, n))(key)
+    t2, d2 = jax.jit(lambda k: S.draw_train(k, t, n, chunk))(key)
+    np.testing.assert_array_equal(t2.k, teacher.k)
+    for a, b in zip(train, d2, strict=True):
+        np.testing.assert_allclose(b, a, rtol=0, atol=2.4e-6)
+    np.testing.assert_array_equal(d2.eps, train.eps)
+    k, v = (jax.random.normal(jax.random.key(i), (37,)) for i in (8, 9))
+
+    def consume(X, mask):
+        return predict(ACTIVATIONS["softmax"], X, mask, k, v)[:, None]
+
+    _, P_, z_, y_, f_ = jax.jit(lambda kk: S.stream_test(kk, t, n, consume, 1, chunk))(key)
+    P0, z0 = oracle_terms(t, teacher, test)
+    for got, want in ((P_, P0), (z_, z0), (y_, test.y),
+                      (f_[:, 0], predict(ACTIVATIONS["softmax"], test.X, test.mask, k, v))):
+        np.testing.assert_allclose(got, want, rtol=0, atol=2.4e-6)
+
+
 def test_compaction_shrinks_the_batch_and_keeps_each_member(task, monkeypatch):
     """The batch drops its stopped members (sizes 3, 2, 1 here) and every member lands where
     the whole batch puts it (same iterations; only the rounding of the products differs)."""

@@ -10,6 +10,7 @@ way).
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 
 import typer
@@ -79,7 +80,7 @@ def register(app: typer.Typer) -> None:
 
     def _dry_run(cfg, out_dir: Path, workers: int | None, force: bool) -> None:
         from bayesslr.sweep.config import summarize
-        from bayesslr.sweep.cost import estimate
+        from bayesslr.sweep.cost import estimate, wall_seconds
         from bayesslr.sweep.runner import prepare_run
 
         store = prepare_run(cfg, out_dir, force=force)
@@ -95,10 +96,14 @@ def register(app: typer.Typer) -> None:
         cost = estimate(todo, list(done.values()))
         total = cost.pop("total")
         parts = ", ".join(f"{k} {_fmt_seconds(v)}" for k, v in sorted(cost.items()))
-        n = workers or 1
-        typer.echo(f"cost estimate (rough model): {_fmt_seconds(total)} of core time "
-                   f"[{parts}]; about {_fmt_seconds(total / n)} wall on {n} worker"
-                   f"{'s' if n > 1 else ''}")
+        cores = os.cpu_count() or 1
+        typer.echo(f"cost estimate (calibrated model, benchmarks/README.md): "
+                   f"{_fmt_seconds(total)} of core time [{parts}]; about "
+                   f"{_fmt_seconds(wall_seconds(total, workers))} wall "
+                   + (f"with {workers} workers" if workers else "in-process (an upper bound)")
+                   + f" on this {cores}-core machine"
+                   + ("" if workers or cores == 1 else
+                      f", {_fmt_seconds(wall_seconds(total, cores))} with --workers {cores}"))
 
     @app.command("presets")
     def presets() -> None:

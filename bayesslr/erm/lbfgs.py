@@ -278,7 +278,8 @@ def _bucket(n: int) -> int:
 def lbfgs_solve_compact(act: Activation, params0: Params, data: Data, lam_k: Any, lam_v: Any,
                         weight: Array | None = None, *, max_iter: int = DEFAULT_MAX_ITER,
                         gtol: float = DEFAULT_GTOL, memory: int = DEFAULT_MEMORY,
-                        chunk: int | None = None, compact: bool = True) -> SolverResult:
+                        chunk: int | None = None, compact: bool = True,
+                        passes: dict[int, int] | None = None) -> SolverResult:
     """:func:`lbfgs_solve_batch`, with the batch shrunk as its members stop (not traceable).
 
     The members run together until the active ones fit the next smaller power of two; they are
@@ -295,6 +296,9 @@ def lbfgs_solve_compact(act: Activation, params0: Params, data: Data, lam_k: Any
         As for :func:`lbfgs_solve_batch`.
     compact : bool
         Shrink the batch (False: run it whole, as :func:`lbfgs_solve_batch`).
+    passes : dict, optional
+        Receives, per batch size, the number of shared evaluations run at that size (what
+        the batch cost: one pass over the data each).
 
     Returns
     -------
@@ -311,6 +315,8 @@ def lbfgs_solve_compact(act: Activation, params0: Params, data: Data, lam_k: Any
                   memory=memory, chunk=chunk)
     if not compact or G == 1:
         full = run(full, lam_k=lam_k, lam_v=lam_v, target=jnp.asarray(0))
+        if passes is not None:
+            passes[G] = passes.get(G, 0) + int(jnp.max(full.evals))
         return _result_jit(full, data, weight, gtol)
     n_samples, _, D = data.X.shape
     scale = grad_scale(n_samples if weight is None else jnp.sum(weight), D)
@@ -320,7 +326,10 @@ def lbfgs_solve_compact(act: Activation, params0: Params, data: Data, lam_k: Any
     while True:
         size = len(members)
         target = _bucket(size) // 2  # the next smaller power of two (0: run to the end)
+        before = cur.evals
         cur = run(cur, lam_k=lk, lam_v=lv, target=jnp.asarray(target))
+        if passes is not None:  # the member active longest in this stage counts its passes
+            passes[size] = passes.get(size, 0) + int(jnp.max(cur.evals - before))
         slots = np.flatnonzero(real)
         full = jax.tree_util.tree_map(lambda F, C: F.at[members[slots]].set(C[slots]),
                                       full, cur)

@@ -87,13 +87,13 @@ def _members(cell: Cell, opts: Mapping[str, Any]) -> int:
 
 def _memory(cell: Cell, opts: Mapping[str, Any]) -> Resources:
     D, N, L = _sizes(cell)
-    # one seed's data at a time, training data freed before the test data are drawn; a draw
-    # holds the Gaussian tokens and the spiked / masked copy at once
-    data = 2 * 4.0 * max(N, opts["n_test"]) * L * D
+    # one seed's training tokens at a time, drawn chunk by chunk (erm.stream: 1.25x the data
+    # at the peak, measured with XLA's memory analysis); the test set is streamed through the
+    # scoring (its (n_test, L) terms only)
+    data = 1.25 * 4.0 * N * L * D + 4.0 * 8 * opts["n_test"] * L
     state = _members(cell, opts) * 2 * D * 4 * (2 * opts["memory"] + 8)  # L-BFGS histories
-    return Resources(data + state,
-                     f"data max(N={N}, n_test={opts['n_test']}) x L={L} x D={D} float32, drawn "
-                     "one seed at a time", "D (or sqrtND), alpha or n_test")
+    return Resources(data + state, f"training data N={N} x L={L} x D={D} float32, one seed "
+                     "at a time", "D (or sqrtND) or alpha")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -223,6 +223,19 @@ def replica_lam(cell: Cell, opts: Mapping[str, Any]) -> dict[str, Any]:
                            f"({rec.get('reason', '')}); use lam='validation' or a number")
     _REPLICA_MEMO[key] = rec
     return rec
+
+
+def replica_pending(cell: Cell, opts: Mapping[str, Any]) -> tuple[str, Cell] | None:
+    """``(key, theory cell)`` of the replica ``lam`` this ERM cell needs, or ``None`` when it
+    needs none or the answer is already cached (the cost estimate counts each key once)."""
+    if parse_lam(cell.lam) != "replica":
+        return None
+    tcell = replica_cell(cell, opts)
+    key = _replica_key(tcell)
+    root = replica_cache_dir()
+    if key in _REPLICA_MEMO or (root is not None and (root / f"{key}.json").exists()):
+        return None
+    return key, tcell
 
 
 def _solve_replica(tcell: Cell) -> dict[str, Any]:

@@ -81,6 +81,7 @@ def objective_batch(act: Activation, params: Params, data: Data, lam_k: Array, l
 
 
 CHUNK_BYTES = 2**21  # training data per chunk of value_and_grad_batch (fits a core's L2 cache)
+STREAMS = 1  # independent chunk loops of value_and_grad_batch
 
 
 def _chunk_loss(act: Activation, H: Array, y: Array, mask: Array, w: Array,
@@ -102,7 +103,8 @@ def chunk_rows(n: int, L: int, D: int, chunk_bytes: float = CHUNK_BYTES) -> int:
 
 def value_and_grad_batch(act: Activation, params: Params, data: Data, lam_k: Array,
                          lam_v: Array, weight: Array | None = None, *,
-                         chunk: int | None = None) -> tuple[Array, Params]:
+                         chunk: int | None = None, streams: int | None = None
+                         ) -> tuple[Array, Params]:
     """:func:`objective_batch` and its gradient, reading the data matrix once (spec section 4).
 
     The loss is a sum over samples, so the forward pass (fields ``X k`` and ``X v``), the
@@ -119,6 +121,9 @@ def value_and_grad_batch(act: Activation, params: Params, data: Data, lam_k: Arr
         As for :func:`objective_batch` (``params`` with leading axis ``G``).
     chunk : int, optional
         Samples per chunk (default :func:`chunk_rows`: about :data:`CHUNK_BYTES` of data).
+    streams : int, optional
+        Independent loops over contiguous ranges of chunks, summed at the end (default
+        :data:`STREAMS`); XLA's CPU runtime may run them concurrently.
 
     Returns
     -------
@@ -154,7 +159,13 @@ def value_and_grad_batch(act: Activation, params: Params, data: Data, lam_k: Arr
         return piece(c, sl(X), sl(y), sl(mask), jnp.where(fresh, sl(w), 0.0))
 
     carry = (jnp.zeros((G,), X.dtype), jnp.zeros((2 * G, D), X.dtype), jnp.zeros_like(theta))
-    f, gW, gth = jax.lax.fori_loop(0, -(-n // B), body, carry)
+    n_chunks = -(-n // B)
+    S = max(1, min(STREAMS if streams is None else int(streams), n_chunks))
+    # S independent loops over contiguous ranges of chunks: no data dependency between them,
+    # so XLA's CPU runtime may run them on different cores
+    ends = [round(n_chunks * (j + 1) / S) for j in range(S)]
+    parts = [jax.lax.fori_loop(lo, hi, body, carry) for lo, hi in zip([0, *ends[:-1]], ends)]
+    f, gW, gth = jax.tree_util.tree_map(lambda *a: sum(a[1:], a[0]), *parts)
     k, v = params["k"], params["v"]
     F = (f + 0.5 * (lam_k * jnp.sum(k * k, -1) + lam_v * jnp.sum(v * v, -1))) / n_eff
     grad = {"k": (gW[:G] * inv + lam_k[:, None] * k) / n_eff,

@@ -10,7 +10,9 @@ Batching. For each seed, the ``restarts x lam grid`` members that share the same
 fitted as one batch (:func:`bayesslr.erm.lbfgs.lbfgs_solve_compact`): every function evaluation
 is one pass over the data for all of them, and the batch shrinks as its members stop, so a
 stopped member stops costing evaluations. The seeds (which share no data) run one after another,
-each with only its own data in memory. One compilation of the solver serves every task, seed and
+each with only its own data in memory, drawn chunk by chunk (:mod:`bayesslr.erm.stream`: the
+numbers of :func:`bayesslr.task.sample_task` without its several full-size temporaries; the
+test set is streamed through the scoring and never held whole). One compilation of the solver serves every task, seed and
 ``lam`` of the same shapes (``N``, ``D``, ``L``, batch size).
 
 Starts (the algorithm's randomness comes from ``fold_in(key(seed), 1)``, apart from the data):
@@ -55,6 +57,8 @@ from bayesslr.erm.lbfgs import (
     lbfgs_solve_compact,
 )
 from bayesslr.erm.objective import Params, predict
+from bayesslr.erm.stream import can_stream, stream_test
+from bayesslr.erm.stream import draw_train as stream_draw_train
 from bayesslr.jaxconfig import Array, PRNGKey
 from bayesslr.metrics import TestErrors, oracle_terms, score_given
 from bayesslr.options import Validated, option
@@ -294,11 +298,15 @@ def _seed_keys(seeds: np.ndarray) -> Array:
 # depends only on shapes, the activation and the solver settings, so one compilation serves
 # every (variant, nu, delta, seed, lam) of the same size.
 # --------------------------------------------------------------------------------------------
-@partial(jax.jit, static_argnames=("task", "n_train", "restarts"))
+@partial(jax.jit, static_argnames=("task", "n_train", "restarts", "stream"))
 def _draw_train(key: PRNGKey, informed: Array, init_noise: Array, init_scale: Array, *,
-                task: TaskConfig, n_train: int, restarts: int):
-    """Teacher, training data and the ``restarts`` starts ``(k, v)`` of one seed."""
-    teacher, data, _ = sample_task(key, task, n_train, 0)
+                task: TaskConfig, n_train: int, restarts: int, stream: bool = False):
+    """Teacher, training data and the ``restarts`` starts ``(k, v)`` of one seed (``stream``:
+    the data built chunk by chunk, :func:`bayesslr.erm.stream.draw_train`)."""
+    if stream:
+        teacher, data = stream_draw_train(key, task, n_train)
+    else:
+        teacher, data, _ = sample_task(key, task, n_train, 0)
     kinit = algorithm_key(key, "start")
     starts = jax.vmap(lambda r: make_start(jax.random.fold_in(kinit, r), task, teacher,
                                            informed, init_noise, init_scale))(
@@ -306,18 +314,25 @@ def _draw_train(key: PRNGKey, informed: Array, init_noise: Array, init_scale: Ar
     return teacher, data, starts
 
 
-@partial(jax.jit, static_argnames=("task", "n_test"))
-def _draw_test(key: PRNGKey, *, task: TaskConfig, n_test: int):
-    """Teacher, fresh test data and its oracle terms ``(P, z*)`` for one seed."""
-    teacher, _, test = sample_task(key, task, 0, n_test)
-    return teacher, test, oracle_terms(task, teacher, test)
+@partial(jax.jit, static_argnames=("task", "n_test", "act", "stream"))
+def _score(params: Params, key: PRNGKey, *, task: TaskConfig, n_test: int, act: Activation,
+           stream: bool = False):
+    """Test errors and overlaps of ``G`` fits of one seed (``params`` with leading axis
+    ``G``) on that seed's fresh test set, drawn once (``stream``: chunk by chunk, never held
+    whole, :func:`bayesslr.erm.stream.stream_test`)."""
+    G = params["k"].shape[0]
 
+    def predict_all(X, mask):
+        return jax.vmap(lambda p: predict(act, p, X, mask))(params).T  # (n, G)
 
-@partial(jax.jit, static_argnames=("act",))
-def _score(params: Params, teacher: Teacher, test: Data, oracle: tuple[Array, Array], *,
-           act: Activation):
-    f = predict(act, params, test.X, test.mask)
-    return score_given(*oracle, test.y, f), overlaps(params["k"], params["v"], teacher)
+    if stream:
+        teacher, P, z_s, y, f = stream_test(key, task, n_test, predict_all, G)
+    else:
+        teacher, _, test = sample_task(key, task, 0, n_test)
+        (P, z_s), y, f = oracle_terms(task, teacher, test), test.y, predict_all(test.X,
+                                                                                test.mask)
+    errs = jax.vmap(lambda fj: score_given(P, z_s, y, fj), in_axes=1)(f)
+    return errs, jax.vmap(lambda p: overlaps(p["k"], p["v"], teacher))(params)
 
 
 @partial(jax.jit, static_argnames=("restarts",))
@@ -363,7 +378,7 @@ COMPACT_MIN_ELEMENTS = 2**20
 def fit_seeds(task: TaskConfig, activation: str, n_train: int, seeds: Any, lam_k: Any,
               lam_v: Any | None = None, *, opts: ERMOptions | None = None,
               n_fit: int | None = None, compact: bool | None = None,
-              timings: dict[str, float] | None = None):
+              timings: dict[str, float] | None = None, passes: dict[int, int] | None = None):
     """Fit every seed and every ``lam`` (a grid, fitted together), on the first ``n_fit`` samples.
 
     For each seed (one after another: they share no data), the teacher, training data and
@@ -376,7 +391,8 @@ def fit_seeds(task: TaskConfig, activation: str, n_train: int, seeds: Any, lam_k
     ``mean (y - f)^2`` ``(seed, lam)`` on the held-out samples ``n_fit..n_train`` (NaN when none
     are held out). This is the building block of :func:`erm_fit` and of the ``lam``-grid
     benchmark. ``timings``, when given, receives the seconds spent drawing the data
-    (``data_s``) and fitting (``fit_s``, compilation included).
+    (``data_s``) and fitting (``fit_s``, compilation included); ``passes`` the shared
+    evaluations run per batch size (summed over seeds).
     """
     opts = opts or ERMOptions()
     act = get_activation(activation)
@@ -400,13 +416,15 @@ def fit_seeds(task: TaskConfig, activation: str, n_train: int, seeds: Any, lam_k
     for key in _seed_keys(seeds):
         t0 = time.perf_counter()
         _, data, (k0, v0) = jax.block_until_ready(_draw_train(
-            key, *flags, task=task, n_train=n_train, restarts=opts.restarts))
+            key, *flags, task=task, n_train=n_train, restarts=opts.restarts,
+            stream=can_stream(key, n_train, task)))
         t1 = time.perf_counter()
         theta0 = jnp.broadcast_to(act.init_theta(), k0.shape[:1] + (act.n_params,))
         p0, lk, lv = _members({"k": k0, "v": v0, "theta": theta0}, lam_k, lam_v,
                               restarts=opts.restarts)
         res = lbfgs_solve_compact(act, p0, data, lk, lv, weight, max_iter=opts.max_iter,
-                                  gtol=opts.gtol, memory=opts.memory, compact=compact)
+                                  gtol=opts.gtol, memory=opts.memory, compact=compact,
+                                  passes=passes)
         outs.append(jax.tree_util.tree_map(np.asarray, _keep_best(
             res, data, weight, act=act, restarts=opts.restarts)))
         del data
@@ -420,17 +438,28 @@ def fit_seeds(task: TaskConfig, activation: str, n_train: int, seeds: Any, lam_k
 def evaluate(task: TaskConfig, activation: str, seeds: Any, params: Params,
              n_test: int) -> tuple[TestErrors, dict[str, np.ndarray]]:
     """Test errors on fresh data and overlaps of ``params`` (leading axis: seed), seed by seed."""
+    params = jax.tree_util.tree_map(lambda a: np.asarray(a)[:, None], params)
+    errs, ovs = evaluate_grid(task, activation, seeds, params, n_test)
+    return errs[0], ovs[0]
+
+
+def evaluate_grid(task: TaskConfig, activation: str, seeds: Any, params: Params, n_test: int
+                  ) -> tuple[list[TestErrors], list[dict[str, np.ndarray]]]:
+    """:func:`evaluate` of several fits per seed (``params`` with leading axes ``(seed, fit)``),
+    drawing each seed's test set once; one ``(errors, overlaps)`` per fit."""
     act = get_activation(activation)
     seeds = np.atleast_1d(np.asarray(seeds, dtype=np.int64))
     errs, ovs = [], []
     for i, key in enumerate(_seed_keys(seeds)):
-        teacher, test, oracle = _draw_test(key, task=task, n_test=n_test)
         p = jax.tree_util.tree_map(lambda a, i=i: jnp.asarray(a[i]), params)
-        e, o = _score(p, teacher, test, oracle, act=act)
+        e, o = _score(p, key, task=task, n_test=n_test, act=act,
+                      stream=can_stream(key, n_test, task))
         errs.append(jax.tree_util.tree_map(np.asarray, e))
         ovs.append(jax.tree_util.tree_map(np.asarray, o))
-        del test
-    return _stack(errs), _stack(ovs)
+    n_fits = int(np.shape(params["k"])[1])
+    return ([_stack([jax.tree_util.tree_map(lambda a, j=j: a[j], e) for e in errs])
+             for j in range(n_fits)],
+            [_stack([{k: v[j] for k, v in o.items()} for o in ovs]) for j in range(n_fits)])
 
 
 def _stack(xs: list[Any]) -> Any:
@@ -506,9 +535,7 @@ def erm_fit_grid(task: TaskConfig, activation: str, n_train: int, lams: Any, *,
                               timings=fit)
     tim = {k: tim[k] + fit[k] for k in tim}
     t_score = time.perf_counter()
-    errs, ov = zip(*(evaluate(task, activation, seeds,
-                              {k: v[:, j] for k, v in res.params.items()}, opts.n_test)
-                     for j in range(len(distinct))), strict=True)
+    errs, ov = evaluate_grid(task, activation, seeds, res.params, opts.n_test)
     t_score = time.perf_counter() - t_score
     runtime = (time.perf_counter() - t0) / len(lams)
     out = []

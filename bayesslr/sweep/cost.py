@@ -1,13 +1,25 @@
-"""The cost estimate of ``bayesslr run --dry-run``: core-seconds per cell.
+"""The cost estimate of ``bayesslr run --dry-run``: core-seconds per cell, and wall time.
 
-Each family's cost model lives in its registry entry (:attr:`bayesslr.methods.MethodSpec.cost`:
-a per-family overhead plus a count of the dominant loop's work at an assumed rate); it tells a
-laptop sweep from a cluster sweep. When the output directory already holds finished cells, each
-family's model is rescaled by the median ratio of measured to modelled time.
+Each family's cost model lives in its registry entry (:attr:`bayesslr.methods.MethodSpec.cost`):
+the process CPU time of one cell (all threads; compilation included, amortised over a sweep's
+cells of one shape) as a count of the dominant loop's work times a per-unit time, both
+calibrated on measured cells of the paper preset (``benchmarks/bench_paper_subset.py``; the
+constants, the measurements and the model's accuracy are in ``benchmarks/README.md``, section
+"Cost model"). Work shared by several cells is counted once: the replica theory's optimal
+``lam`` that ERM cells with ``lam = "replica"`` ask for (:func:`prerequisites`; none when it is
+already cached on disk). When the output directory already holds finished cells, each family's
+model is rescaled by the median ratio of measured to modelled time (their ``runtime_s``: wall
+time on the machine that ran them).
+
+Wall time: a sweep keeps ``min(workers, cores)`` cores busy (``--workers N`` runs N cells at
+once; in-process, one cell at a time, whose JAX computations use several threads only in part:
+between ``core / cores`` and ``core`` seconds), so :func:`wall_seconds` divides the core time by
+that number.
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 from collections.abc import Sequence
 
@@ -21,8 +33,30 @@ def model_seconds(cell: Cell) -> float:
     return float(spec.cost(cell, spec.schema.validate(cell.options)))
 
 
+def prerequisites(cells: Sequence[Cell]) -> dict[str, float]:
+    """Core-seconds of the work several cells share, counted once per sweep, by what it is.
+
+    ``"erm (replica lam)"``: the replica theory's ``lam = 'optimal'`` search of each distinct
+    ``(task, alpha, activation, theory options)`` that ERM cells with ``lam = 'replica'`` need
+    and that is not yet in the on-disk cache (:func:`bayesslr.erm.method.replica_lam`).
+    """
+    needed: dict[str, Cell] = {}
+    for c in cells:
+        if c.family == "erm" and isinstance(c.lam, str) and c.lam.strip().lower() == "replica":
+            from bayesslr.erm.method import replica_pending
+
+            spec = get_method(c.method)
+            pending = replica_pending(c, spec.schema.validate(c.options))
+            if pending is not None:
+                needed.setdefault(*pending)
+    if not needed:
+        return {}
+    return {"erm (replica lam)": sum(model_seconds(t) for t in needed.values())}
+
+
 def estimate(cells: Sequence[Cell], measured: Sequence[CellRecord] = ()) -> dict[str, float]:
-    """Core-seconds by family (key ``"total"`` too), rescaled by measured cells if any."""
+    """Core-seconds by family (key ``"total"`` too), rescaled by measured cells if any, with
+    the shared work of :func:`prerequisites` as separate entries."""
     scale: dict[str, float] = {}
     by_fam: dict[str, list[float]] = {}
     for r in measured:
@@ -33,5 +67,14 @@ def estimate(cells: Sequence[Cell], measured: Sequence[CellRecord] = ()) -> dict
     out: dict[str, float] = {}
     for c in cells:
         out[c.family] = out.get(c.family, 0.0) + model_seconds(c) * scale.get(c.family, 1.0)
+    out.update(prerequisites(cells))
     out["total"] = sum(out.values())
     return out
+
+
+def wall_seconds(core_seconds: float, workers: int | None = None,
+                 cores: int | None = None) -> float:
+    """Wall time of ``core_seconds`` of work on ``min(workers, cores)`` busy cores (``workers``
+    None: in-process, counted as one busy core, an upper bound)."""
+    cores = cores or os.cpu_count() or 1
+    return core_seconds / max(1, min(workers or 1, cores))
