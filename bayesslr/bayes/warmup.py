@@ -105,22 +105,23 @@ def initial_step_size(potential: Callable[[Array], Array], z: Array, pe: Array, 
         dh = s.potential_energy + euclidean_kinetic_energy(inv_mass, s.r) - h0
         return jnp.where(jnp.isfinite(dh), -dh, -jnp.inf)
 
-    eps0 = jnp.asarray(step0, z.dtype)
-    direction = jnp.where(log_accept(eps0) > log_target, 1.0, -1.0).astype(z.dtype)
-
+    # one call site of the integrator (each site is compiled separately)
     def cond(c):
-        eps, i, done = c
+        _, _, i, done, _ = c
         return (~done) & (i < 60)
 
     def body(c):
-        eps, i, _ = c
-        new = eps * 2.0 ** direction
-        la = log_accept(new)
-        crossed = jnp.where(direction > 0, la < log_target, la > log_target)
-        return jnp.where(crossed & (direction > 0), eps, new), i + 1, crossed
+        eps, direction, i, _, _ = c
+        above = log_accept(eps) > log_target
+        d = jnp.where(i == 0, jnp.where(above, 1.0, -1.0), direction).astype(eps.dtype)
+        crossed = (i > 0) & jnp.where(d > 0, ~above, above)
+        best = jnp.where(d > 0, eps / 2.0, eps)  # going up: the last step size above target
+        return eps * 2.0 ** d, d, i + 1, crossed, best
 
-    eps, n, _ = lax.while_loop(cond, body, (eps0, 0, jnp.array(False)))
-    return eps, n + 1
+    eps0 = jnp.asarray(step0, z.dtype)
+    c0 = (eps0, jnp.ones((), z.dtype), jnp.zeros((), jnp.int32), jnp.array(False), eps0)
+    _, _, n, _, eps = lax.while_loop(cond, body, c0)
+    return eps, n
 
 
 class _Moments(NamedTuple):
@@ -245,9 +246,6 @@ def run(potential: Callable[[Array], Array], z0: Array, key: PRNGKey, num_warmup
         inv0 = jnp.where(jnp.isfinite(inv0), inv0, 1.0).astype(dtype)
     else:
         inv0 = jnp.ones((P,), dtype)
-    key, k_eps = jax.random.split(key)
-    eps0, n0 = initial_step_size(potential, z0, pe0, g0, inv0, k_eps)
-    eps0 = jnp.exp(_pmean(jnp.log(eps0), axis_name)).astype(dtype)
     da_init, da_update = dual_averaging()
     switch, change, first, final_start = schedule(num_warmup)
     n_final = num_warmup - final_start
@@ -256,16 +254,15 @@ def run(potential: Callable[[Array], Array], z0: Array, key: PRNGKey, num_warmup
           jnp.asarray(change + pad))
     zero_steps = jnp.zeros((), jnp.result_type(int))
 
-    def restart(z, pe, g, inv, eps, key):
+    def search(z, pe, g, inv, eps, key):
         new, n = initial_step_size(potential, z, pe, g, inv, key, eps)
         new = jnp.exp(_pmean(jnp.log(new), axis_name)).astype(dtype)
         return new, da_init(jnp.log(10.0 * new)), n.astype(zero_steps.dtype)
 
-    def adapt(t, sw, ch, tr, k_eps, ad):
+    def adapt(t, sw, ch, tr, ad):
         eps, da, inv, fg, bg, log_eps_sum = ad
         da = da_update(target_accept - _pmean(tr.accept, axis_name), da)
         eps = jnp.exp(da[0]).astype(dtype)
-        extra = zero_steps
         if adapt_mass:
             in_window = t < final_start
             fg_new, bg_new = _add(fg, tr.z, tr.grad), _add(bg, tr.z, tr.grad)
@@ -274,31 +271,32 @@ def run(potential: Callable[[Array], Array], z0: Array, key: PRNGKey, num_warmup
             fg = jax.tree.map(lambda a, b: jnp.where(in_window, a, b), fg_new, fg)
             bg = jax.tree.map(lambda a, b: jnp.where(in_window, a, b), bg_new, bg)
             inv = jnp.where(ch, _estimate(fg, axis_name), inv)
-            # the first estimate replaces the gradient guess: restart the step-size search
-            eps, da, extra = lax.cond(t == first, restart,
-                                      lambda *a: (eps, da, zero_steps),
-                                      tr.z, tr.pe, tr.grad, inv, eps, k_eps)
         log_eps_sum = log_eps_sum + jnp.where(t >= final_start, jnp.log(eps), 0.0)
         # end of the warm-up: the geometric mean of the final window's step sizes
         eps = jnp.where(t == num_warmup - 1, jnp.exp(log_eps_sum / n_final), eps).astype(dtype)
-        return (eps, da, inv, fg, bg, log_eps_sum), extra
+        return eps, da, inv, fg, bg, log_eps_sum
 
     def step(carry, x):
         t, sw, ch = x
         z, pe, g, key, ad = carry
-        eps, inv = ad[0], ad[2]
         key, k_tr, k_eps = jax.random.split(key, 3)
-        tr = nuts_transition(potential, z, pe, g, eps, inv, k_tr, max_tree_depth)
-        # t is not batched over chains: a true branch under vmap
-        ad, extra = lax.cond(t < num_warmup, adapt, lambda *a: (ad, zero_steps),
-                             t, sw, ch, tr, k_eps, ad)
+        # step-size search at the start and once the first mass-matrix estimate replaces the
+        # gradient guess (one call site: each site of the integrator is compiled apart);
+        # t is not batched over chains, so these are true branches under vmap
+        eps, da, extra = lax.cond((t == 0) | (t == first + 1), search,
+                                  lambda *a: (ad[0], ad[1], zero_steps),
+                                  z, pe, g, ad[2], ad[0], k_eps)
+        ad = (eps, da, *ad[2:])
+        tr = nuts_transition(potential, z, pe, g, eps, ad[2], k_tr, max_tree_depth)
+        ad = lax.cond(t < num_warmup, adapt, lambda *a: ad, t, sw, ch, tr, ad)
         return (tr.z, tr.pe, tr.grad, key, ad), (tr.z, -tr.pe, tr.diverging,
                                                   tr.steps + extra.astype(tr.steps.dtype))
 
+    eps0 = jnp.ones((), dtype)
     ad0 = (eps0, da_init(jnp.log(10.0 * eps0)), inv0, _empty(P, dtype), _empty(P, dtype),
            jnp.zeros((), dtype))
     carry, (z, logp, div, steps) = lax.scan(step, (z0, pe0, g0, key, ad0), xs)
     eps, _, inv, _, _, _ = carry[4]
     w = num_warmup
-    steps_w = jnp.sum(steps[:w]) + 1 + n0.astype(steps.dtype)  # + start, step-size search
+    steps_w = jnp.sum(steps[:w]) + 1  # + the gradient at the start
     return RunResult(z[w:], logp[w:], div[w:], steps[w:], steps_w, eps, inv)
