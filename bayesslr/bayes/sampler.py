@@ -9,9 +9,16 @@
 * **Chain methods**: ``vectorized`` (default: the fastest measured on 2 CPU cores), ``parallel``
   (one XLA host device per chain; falls back to ``vectorized`` when there are too few devices or
   when the run raises) and ``sequential``. The method actually used is recorded.
+* **Warm-up** (``adapt``): ``grad`` (default; :mod:`bayesslr.bayes.warmup`) adapts the step
+  size and a diagonal mass matrix estimated from the variances of the draws *and of their
+  gradients*, pooled over batched chains; it is good after a few dozen draws, so a warm-up
+  costs about half the gradients of ``stan`` (NumPyro's windowed Welford adaptation, Stan's
+  schedule, also offering ``mass="dense"``) for the same ESS of the draws. Measured in
+  ``benchmarks/bench_sampler_levers.py`` and against nutpie in
+  ``benchmarks/bench_sampler_nutpie.py`` (see ``benchmarks/README.md``).
 * **Compilation**: warm-up and sampling of all chains are one jitted function built from
-  NumPyro's functional NUTS (``numpyro.infer.hmc.hmc``) and the model's log density, kept per
-  static configuration; data, weights, ``nu`` and ``Delta`` are traced arguments (NumPyro's
+  NumPyro's NUTS trajectory builder and the model's log density, kept per static
+  configuration; data, weights, ``nu`` and ``Delta`` are traced arguments (NumPyro's
   ``jit_model_args``), so seeds and data of one shape never recompile, and JAX's persistent
   compilation cache keeps the executable across processes (:mod:`bayesslr.jaxconfig`).
   (``MCMC.run`` retraces its loop on every call: about 5 s per posterior, measured.)
@@ -69,6 +76,16 @@ class SamplerOptions(Validated):
         NUTS maximal tree depth (1 to 15).
     model : {"marginal", "enumerated"}
         Location summed analytically, or enumerated by funsor (optional dependency).
+    adapt : {"grad", "stan"}
+        Warm-up: gradient-based diagonal mass matrix (:mod:`bayesslr.bayes.warmup`) or
+        NumPyro's windowed (Stan) adaptation.
+    mass : {"diag", "dense", "none"}
+        Mass matrix adapted in the warm-up; ``dense`` needs ``adapt="stan"``; ``none`` adapts
+        the step size only (identity mass: slow here, the posterior scales of ``k`` and ``v``
+        differ about fivefold at ``alpha = 4``).
+    pool : bool
+        ``adapt="grad"``: one mass matrix and step size for all chains, estimated from all
+        of them (not with ``chain_method="sequential"``, whose chains run one after another).
     """
 
     chains: int = option(2, low=1, high=64, doc="NUTS chains")
