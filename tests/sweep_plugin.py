@@ -2,7 +2,8 @@
 
 Loaded by the sweep through ``BAYESSLR_PLUGINS=/path/to/tests/sweep_plugin.py`` (so that
 subprocesses and dask workers see it too). Its outputs are a closed-form function of the cell
-and its seed; options make it slow (``sleep`` seconds) or fail (``fail_seed``). When
+and its seed; options make it slow (``sleep`` seconds), fail (``fail_seed``) or write a big file
+(``pad``: an extra text output of that many characters). When
 ``$SWEEPTEST_LOG`` names a file, every execution appends one line ``method seed alpha``, which
 lets the tests count recomputations.
 """
@@ -21,7 +22,7 @@ from bayesslr.methods import Cell, register
 @register("sweeptest", activations=("a", "b"), needs=("alpha",),
           description="test-only: closed-form outputs of the cell and seed")
 def sweeptest_cell(cell: Cell) -> dict[str, float | int | bool | str]:
-    """Deterministic outputs; ``options``: ``sleep`` (s), ``fail_seed`` (int)."""
+    """Deterministic outputs; ``options``: ``sleep`` (s), ``fail_seed`` (int), ``pad`` (int)."""
     time.sleep(float(cell.options.get("sleep", 0.0)))
     if cell.seed == cell.options.get("fail_seed", -1):
         raise RuntimeError(f"planned failure at seed {cell.seed}")
@@ -33,5 +34,8 @@ def sweeptest_cell(cell: Cell) -> dict[str, float | int | bool | str]:
     if log:
         with open(log, "a", encoding="utf-8") as f:
             f.write(f"{cell.method} {cell.seed} {cell.alpha}\n")
-    return {"test_error": err, "stderr": 0.01, "train_loss": err / 2, "m_k": 1 - err,
-            "converged": True, "iterations": 7, "init": "informed"}
+    out = {"test_error": err, "stderr": 0.01, "train_loss": err / 2, "m_k": 1 - err,
+           "converged": True, "iterations": 7, "init": "informed"}
+    if cell.options.get("pad"):
+        out["pad"] = "x" * int(cell.options["pad"])
+    return out
