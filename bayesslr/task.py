@@ -367,21 +367,72 @@ def _sample_data(key: PRNGKey, task: TaskConfig, teacher: Teacher, n: int) -> Da
     return Data(X, y, eps, mask)
 
 
+def fields(X: Array, k: Array, v: Array) -> tuple[Array, Array]:
+    """``chi = X k / sqrt(D)`` and ``z = X v / sqrt(D)``, each ``(..., n, L)``, in one pass.
+
+    ``k`` and ``v`` are stacked so that, under ``vmap`` over many parameter vectors sharing ``X``,
+    XLA sees a single contraction of ``X`` with a ``(batch, 2, D)`` block: the data matrix is
+    read once for the whole batch. Spec section 2.
+    """
+    h = jnp.einsum("...nld,pd->...nlp", X, jnp.stack([k, v])) / math.sqrt(X.shape[-1])
+    return h[..., 0], h[..., 1]
+
+
 def teacher_fields(task: TaskConfig, teacher: Teacher, data: Data) -> tuple[Array, Array]:
     """Teacher fields ``(chi*, z*)``, each ``(n, L_max)``."""
-    s = jnp.sqrt(task.D)
-    return data.X @ teacher.k / s, data.X @ teacher.v / s
+    return fields(data.X, teacher.k, teacher.v)
+
+
+# --------------------------------------------------------------------------------------------
+# the data contract: one seed -> (teacher, train, test) for every method
+# --------------------------------------------------------------------------------------------
+# algorithm randomness, apart from the data: ``fold_in(key(seed), STREAMS[name])``
+STREAMS: dict[str, int] = {"start": 1, "sampler": 1, "trajectory": 2}
+
+
+def seed_key(seed: int) -> PRNGKey:
+    """The key of a seed (every method with the same seed sees the same teacher and data)."""
+    return jax.random.key(seed)
+
+
+def algorithm_key(key: PRNGKey, stream: str) -> PRNGKey:
+    """Key of an algorithm's own randomness (starts, sampler, ...), independent of the data.
+
+    ``stream`` is a name of :data:`STREAMS`: ``"start"`` (ERM starts), ``"sampler"`` (MCMC,
+    variational inference, message passing starts) and ``"trajectory"`` (GD/Adam starts).
+    """
+    return jax.random.fold_in(key, STREAMS[stream])
 
 
 def sample_task(key: PRNGKey, task: TaskConfig, n_train: int,
-                n_test: int = 0) -> tuple[Teacher, Data, Data | None]:
-    """Teacher, training data and (optional) fresh test data from one key.
+                n_test: int = 0) -> tuple[Teacher, Data | None, Data | None]:
+    """Teacher, training data and fresh test data from one key: the suite's data contract.
 
-    The split of ``key`` is fixed (teacher, train, test), so every estimator fitted with the same
-    ``key`` sees the same teacher and data.
+    ``key`` is split once into ``(teacher, train, test)`` keys, always the same way, so every
+    estimator given the same key sees the same teacher, training set and test set, whatever it
+    draws (``n_train = 0`` or ``n_test = 0`` skip that set and leave the others unchanged).
     """
     kt, ktr, kte = jax.random.split(key, 3)
     teacher = sample_teacher(kt, task)
-    train = sample_data(ktr, task, teacher, n_train)
+    train = sample_data(ktr, task, teacher, n_train) if n_train > 0 else None
     test = sample_data(kte, task, teacher, n_test) if n_test > 0 else None
     return teacher, train, test
+
+
+def overlaps(k: Array, v: Array, teacher: Teacher) -> dict[str, Array]:
+    """The seven overlaps of spec section 3, all divided by ``D`` (leading axes broadcast).
+
+    ``m_k = k.k*``, ``q_k = k.k``, ``m_v = v.v*``, ``q_v = v.v``, ``m_kv = k.v*``,
+    ``m_vk = v.k*``, ``q_kv = k.v``.
+    """
+    D = k.shape[-1]
+
+    def dot(a, b):
+        return jnp.sum(a * b, axis=-1) / D
+
+    return {"m_k": dot(k, teacher.k), "q_k": dot(k, k), "m_v": dot(v, teacher.v),
+            "q_v": dot(v, v), "m_kv": dot(k, teacher.v), "m_vk": dot(v, teacher.k),
+            "q_kv": dot(k, v)}
+
+
+OVERLAP_NAMES: tuple[str, ...] = ("m_k", "q_k", "m_v", "q_v", "m_kv", "m_vk", "q_kv")

@@ -266,27 +266,28 @@ def test_interrupts_at_random_moments_are_never_lost(tmp_path, capsys, monkeypat
 
 def test_interrupt_abandons_a_long_in_process_cell(tmp_path, capsys, plugin):
     """Case 2: the in-process executor does not wait for a cell in flight (it runs in a thread
-    the runner abandons), so Ctrl-C answers within a fraction of a second even inside an hour-long
-    cell; nothing of that cell is written."""
-    cfg = toml(tmp_path / "c.toml", alphas=(1,), seeds=(0,), sleep=5.0)
+    the runner abandons), so Ctrl-C answers within a fraction of a second (polls every 50 ms)
+    even inside an hour-long cell; nothing of that cell is written. Before: the handler raised
+    into the cell, which worked only when the cell was in Python code at that moment."""
+    cfg = toml(tmp_path / "c.toml", alphas=(1,), seeds=(0,), sleep=20.0)
     out = tmp_path / "o"
-
     initial = signal.getsignal(signal.SIGTERM)
+    sent = []
 
     def fire():
         while signal.getsignal(signal.SIGTERM) is initial:
             time.sleep(0.001)
         time.sleep(0.3)
+        sent.append(time.monotonic())
         os.kill(os.getpid(), signal.SIGTERM)
 
     th = threading.Thread(target=fire)
     th.start()
-    t0 = time.monotonic()
     code, _, err = run_cli(["run", "--config", str(cfg), "--out", str(out), "--quiet"], capsys)
-    elapsed = time.monotonic() - t0
+    answered = time.monotonic() - sent[0]
     th.join()
     assert code == 143 and "interrupted by SIGTERM" in one_line(err)
-    assert elapsed < 4.0  # the cell alone takes 5 s
+    assert answered < 5.0  # the cell alone takes 20 s
     assert cells_readable(out) == 0 and not (out / "dataset.nc").exists()
 
 
@@ -331,16 +332,18 @@ def test_interrupt_cancels_dask_futures_and_closes_the_cluster(tmp_path, plugin)
 ])
 def test_huge_sizes_are_refused_at_once(argv, needle, capsys):
     """Case 3. Before: ``--alpha 1:5:100000000`` allocated for minutes (no output after 48 s,
-    memory growing) and ``--workers 100000`` was accepted."""
+    memory growing) and ``--workers 100000`` was accepted. Time is CPU time of this process
+    (the machine is shared); memory is what Python and numpy allocated (tracemalloc)."""
+    t0 = time.process_time()
+    code, _, err = run_cli(argv, capsys)
+    assert code == 2 and needle in one_line(err)
+    assert time.process_time() - t0 < 5.0
     tracemalloc.start()
-    t0 = time.monotonic()
     try:
-        code, _, err = run_cli(argv, capsys)
+        assert run_cli(argv, capsys)[0] == 2
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert code == 2 and needle in one_line(err)
-    assert time.monotonic() - t0 < 5.0
     assert peak < 50e6  # the grid (800 MB of float64) was never allocated
 
 
@@ -352,7 +355,7 @@ def test_huge_sweeps_are_refused_before_expansion(monkeypatch):
     big = {"grid": [{"methods": ["sweeptest:a", "sweeptest:b"], "alpha": list(range(1, 1001)),
                      "nu": list(range(1000)), "seeds": 1000}]}
     tracemalloc.start()
-    t0 = time.monotonic()
+    t0 = time.process_time()
     try:
         with pytest.raises(ConfigError, match=r"grid\[0\] expands to 2000000000 cells \(2 methods"
                                               r" x 1000 nu x 1000 alpha x 1000 seeds\)"):
@@ -363,7 +366,7 @@ def test_huge_sweeps_are_refused_before_expansion(monkeypatch):
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert time.monotonic() - t0 < 5.0 and peak < 50e6
+    assert time.process_time() - t0 < 5.0 and peak < 50e6
     # the bound counts the blocks together (a small bound, to expand little)
     monkeypatch.setattr(config, "MAX_CELLS", 10)
     half = {"methods": ["sweeptest:a"], "alpha": [1, 2, 3, 4, 5, 6]}
@@ -450,16 +453,16 @@ def test_read_only_cells_directory_mid_run(tmp_path, capsys, monkeypatch):
 
     out = tmp_path / "o"
     stack = contextlib.ExitStack()
-    real = executors.execute_cell
+    real = executors.execute_unit
     calls = []
 
-    def execute_cell(cell):
-        calls.append(cell)
+    def execute_unit(cells):
+        calls.extend(cells)
         if len(calls) == 3:  # two cells are on disk
             stack.enter_context(_make_read_only(out / "cells"))
-        return real(cell)
+        return real(cells)
 
-    monkeypatch.setattr(executors, "execute_cell", execute_cell)
+    monkeypatch.setattr(executors, "execute_unit", execute_unit)
     cfg = toml(tmp_path / "c.toml")
     with stack:
         code, _, err = run_cli(["run", "--config", str(cfg), "--out", str(out), "--quiet"],
@@ -501,7 +504,7 @@ def test_checksum_catches_a_number_changed_by_hand(tmp_path, capsys, plugin):
     out = tmp_path / "o"
     args = ["run", "--config", str(cfg), "--out", str(out), "--quiet"]
     assert run_cli(args, capsys)[0] == 0
-    ref = xr.open_dataset(out / "dataset.nc", engine="h5netcdf").load()
+    ref = xr.open_datatree(out / "dataset.nc", engine="h5netcdf").load()
     cells = load_config(cfg).cells
     store = ResultStore(out)
     with h5py.File(store.cell_path(cells[0]), "r+") as f:  # a valid file, one bit of one number
@@ -515,7 +518,7 @@ def test_checksum_catches_a_number_changed_by_hand(tmp_path, capsys, plugin):
     assert code == 0
     assert "2 cell files corrupt" in one_line(err) and "checksum" in err
     assert "2 computed" in so and executions(plugin) == n + 2
-    got = xr.open_dataset(out / "dataset.nc", engine="h5netcdf").load()
+    got = xr.open_datatree(out / "dataset.nc", engine="h5netcdf").load()
     xr.testing.assert_identical(comparable(got), comparable(ref))
 
 

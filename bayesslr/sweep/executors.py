@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Protocol
 
-from bayesslr.methods import Cell, run_cell
+from bayesslr.methods import Cell, run_unit, units
 from bayesslr.sweep.storage import CellRecord, method_version, normalize_outputs
 from bayesslr.task import ConfigError
 
@@ -160,29 +160,42 @@ def load_plugins(plugins: Sequence[str]) -> None:
 # --------------------------------------------------------------------------------------------
 # one cell
 # --------------------------------------------------------------------------------------------
-def execute_cell(cell: Cell) -> CellRecord:
-    """Run one cell; an exception becomes a failed record, never a crash of the sweep.
+def execute_unit(cells: Sequence[Cell]) -> list[CellRecord]:
+    """Run one unit of work (:func:`bayesslr.methods.units`: one cell, or cells its family
+    runs together); an exception becomes failed records, never a crash of the sweep. The
+    unit's wall time is shared evenly by its cells.
 
-    The record carries the code version of the method *where it ran* (a remote worker with
+    Each record carries the code version of its method *where it ran* (a remote worker with
     other code shows up as stale when the sweep resumes).
     """
     t0 = time.perf_counter()
+    versions = []
+    for c in cells:
+        try:
+            versions.append(method_version(c.method))
+        except Exception:  # an unknown family fails below, with its message
+            versions.append("")
     try:
-        version = method_version(cell.method)
-    except Exception:  # an unknown family fails below, with its message
-        version = ""
-    try:
-        outputs = normalize_outputs(run_cell(cell))
+        outs = [normalize_outputs(o) for o in run_unit(cells)]
     except Exception as exc:  # recorded per cell; the sweep goes on
         text = " ".join(f"{type(exc).__name__}: {exc}".split())[:MAX_ERROR_CHARS]
-        return CellRecord(cell, "failed", {}, text, time.perf_counter() - t0, version)
-    return CellRecord(cell, "ok", outputs, "", time.perf_counter() - t0, version)
+        dt = (time.perf_counter() - t0) / len(cells)
+        return [CellRecord(c, "failed", {}, text, dt, v)
+                for c, v in zip(cells, versions, strict=True)]
+    dt = (time.perf_counter() - t0) / len(cells)
+    return [CellRecord(c, "ok", o, "", dt, v)
+            for c, o, v in zip(cells, outs, versions, strict=True)]
 
 
-def _remote_cell(cell: Cell, plugins: tuple[str, ...]) -> CellRecord:
-    """What a dask worker runs: load the driver's plugins, then the cell."""
+def execute_cell(cell: Cell) -> CellRecord:
+    """Run one cell alone (:func:`execute_unit` of one cell)."""
+    return execute_unit([cell])[0]
+
+
+def _remote_unit(cells: list[Cell], plugins: tuple[str, ...]) -> list[CellRecord]:
+    """What a dask worker runs: load the driver's plugins, then the unit."""
     load_plugins(plugins)
-    return execute_cell(cell)
+    return execute_unit(cells)
 
 
 class Executor(Protocol):
@@ -240,12 +253,12 @@ class InProcessExecutor:
 
     def run(self, cells: Sequence[Cell], on_done: OnDone, stop: StopFlag | None = None
             ) -> None:
-        for cell in cells:
+        for unit in units(cells):
             if stop:
                 return
             box: queue.Queue = queue.Queue(maxsize=1)
-            th = threading.Thread(target=_cell_thread, args=(cell, box), daemon=True,
-                                  name=f"bayesslr-cell-{cell.method}")
+            th = threading.Thread(target=_unit_thread, args=(unit, box), daemon=True,
+                                  name=f"bayesslr-cell-{unit[0].method}")
             th.start()
             while True:
                 try:
@@ -256,16 +269,17 @@ class InProcessExecutor:
                         _ABANDONED.append(th)
                         return
             if not ok:
-                raise value  # a BaseException of the cell thread (bug), not a method failure
-            on_done(value)
+                raise value  # a BaseException of the unit's thread (bug), not a method failure
+            for rec in value:
+                on_done(rec)
 
     def close(self) -> None:
         return None
 
 
-def _cell_thread(cell: Cell, box: queue.Queue) -> None:
+def _unit_thread(unit: list[Cell], box: queue.Queue) -> None:
     try:
-        box.put((True, execute_cell(cell)))
+        box.put((True, execute_unit(unit)))
     except BaseException as exc:  # noqa: BLE001  (re-raised in the waiting thread)
         box.put((False, exc))
 
@@ -368,12 +382,12 @@ class DaskExecutor:
         plugins = plugin_names()
         futures = {}
         try:
-            for cell in cells:
+            for unit in units(cells):
                 if stop:
                     return
-                fut = client.submit(_remote_cell, cell, plugins, pure=False,
-                                    key=f"cell-{cell_key(cell)}")
-                futures[fut.key] = (fut, cell)
+                fut = client.submit(_remote_unit, unit, plugins, pure=False,
+                                    key=f"unit-{cell_key(unit[0])}")
+                futures[fut.key] = (fut, unit)
             ac = as_completed([f for f, _ in futures.values()])
             while not ac.is_empty():
                 if stop:
@@ -385,13 +399,15 @@ class DaskExecutor:
                 for fut in batch:
                     if stop:  # results of a cluster being torn down are not trusted
                         return
-                    cell = futures[fut.key][1]
+                    unit = futures[fut.key][1]
                     try:
-                        rec = fut.result()
+                        recs = fut.result()
                     except Exception as exc:  # worker died (KilledWorker) or lost
                         text = " ".join(f"{type(exc).__name__}: {exc}".split())
-                        rec = CellRecord(cell, "failed", {}, text[:MAX_ERROR_CHARS])
-                    on_done(rec)
+                        recs = [CellRecord(c, "failed", {}, text[:MAX_ERROR_CHARS])
+                                for c in unit]
+                    for rec in recs:
+                        on_done(rec)
                     fut.release()
         finally:
             live = [f for f, _ in futures.values() if not f.done()]

@@ -234,14 +234,15 @@ def write_text_atomic(text: str, path: Path) -> None:
     write_bytes_atomic(text.encode("utf-8"), path)
 
 
-def encode_netcdf(ds: xr.Dataset) -> memoryview:
-    """``ds`` as netCDF-4 bytes (h5netcdf into memory; nothing touches the disk)."""
+def encode_netcdf(ds: xr.Dataset | xr.DataTree) -> memoryview:
+    """``ds`` (a dataset or a tree of them) as netCDF-4 bytes (h5netcdf into memory; nothing
+    touches the disk)."""
     bio = io.BytesIO()
     ds.to_netcdf(bio, engine=ENGINE)
     return bio.getbuffer()
 
 
-def write_netcdf_atomic(ds: xr.Dataset, path: Path) -> None:
+def write_netcdf_atomic(ds: xr.Dataset | xr.DataTree, path: Path) -> None:
     """Encode ``ds`` in memory, then :func:`write_bytes_atomic` (see the module docstring)."""
     write_bytes_atomic(encode_netcdf(ds), path)
 
@@ -660,6 +661,10 @@ class ResultStore:
                 scan.missing += state == "missing"
                 scan.corrupt += state == "corrupt"
                 continue
+            if retry_failed and rec.status != "ok":
+                scan.failed += 1
+                scan.todo.append(c)
+                continue
             if c.family not in current:
                 current[c.family] = method_version(c.method)
             if rec.method_version != current[c.family]:
@@ -670,10 +675,6 @@ class ResultStore:
                 if not keep_stale:
                     scan.todo.append(c)
                     continue
-            if retry_failed and rec.status != "ok":
-                scan.failed += 1
-                scan.todo.append(c)
-                continue
             scan.done[cell_key(c)] = rec
         return scan
 
