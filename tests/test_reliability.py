@@ -267,8 +267,9 @@ def test_interrupts_at_random_moments_are_never_lost(tmp_path, capsys, monkeypat
 def test_interrupt_abandons_a_long_in_process_cell(tmp_path, capsys, plugin):
     """Case 2: the in-process executor does not wait for a cell in flight (it runs in a thread
     the runner abandons), so Ctrl-C answers within a fraction of a second (polls every 50 ms)
-    even inside an hour-long cell; nothing of that cell is written. Before: the handler raised
-    into the cell, which worked only when the cell was in Python code at that moment."""
+    even inside an hour-long cell; nothing of that cell is written. (The old handler, raising
+    into the cell, also stopped this Python-level sleep; the test guards that the flag design,
+    which never raises into a cell, keeps Ctrl-C prompt.)"""
     cfg = toml(tmp_path / "c.toml", alphas=(1,), seeds=(0,), sleep=20.0)
     out = tmp_path / "o"
     initial = signal.getsignal(signal.SIGTERM)
@@ -295,7 +296,8 @@ def test_interrupt_abandons_a_long_in_process_cell(tmp_path, capsys, plugin):
 def test_interrupt_cancels_dask_futures_and_closes_the_cluster(tmp_path, plugin):
     """Case 2 on dask: the wait loop wakes up to look at the flag, futures are cancelled, the
     local cluster is closed (no worker process left), finished cells kept, none half-written.
-    Before: the handler raised inside ``as_completed``'s wait, or was swallowed."""
+    (Before, the handler raised inside ``as_completed``'s wait, which usually worked, unless it
+    landed in a finalizer; this guards the new wait loop, which must wake up by itself.)"""
     import multiprocessing
 
     from bayesslr.sweep.executors import DaskExecutor, SweepInterrupted
@@ -329,11 +331,21 @@ def test_interrupt_cancels_dask_futures_and_closes_the_cluster(tmp_path, plugin)
     (["theory", "bayes", "--alpha", "1:5:100000000"], "alpha num=100000000 is out of range"),
     (["theory", "erm", "--alpha", ",".join(["1"] * 10_001)], "alpha lists 10001 values"),
     (["run", "--preset", "quick", "--workers", "100000"], "workers=100000 is out of range"),
+    # per-family data sizes: the registry's memory models (refused before any allocation)
+    (["population", "--L", "1000000000"], "lower samples, or L"),
+    (["sample", "--D", "1000000000"], "lower D, alpha"),
+    (["sample", "--D", "10", "--alpha", "1e12"], "alpha=1000000000000.0 is out of range"),
+    (["erm", "--D", "1e9"], "lower D (or sqrtND)"),
+    (["erm", "--sqrtND", "1e12"], "lower D (or sqrtND)"),
+    (["theory", "erm", "--L", "1e9"], "or L"),
+    (["theory", "bayes", "--L", "1e9"], "or L"),
 ])
 def test_huge_sizes_are_refused_at_once(argv, needle, capsys):
     """Case 3. Before: ``--alpha 1:5:100000000`` allocated for minutes (no output after 48 s,
-    memory growing) and ``--workers 100000`` was accepted. Time is CPU time of this process
-    (the machine is shared); memory is what Python and numpy allocated (tracemalloc)."""
+    memory growing), ``--workers 100000`` was accepted, and the data sizes ended in JAX
+    out-of-memory tracebacks or a C++ abort (the memory models are the registry's). Time is
+    CPU time of this process (the machine is shared); memory is what Python and numpy
+    allocated (tracemalloc)."""
     t0 = time.process_time()
     code, _, err = run_cli(argv, capsys)
     assert code == 2 and needle in one_line(err)
@@ -385,7 +397,8 @@ def test_file_size_limit_gives_one_line_and_keeps_earlier_cells(tmp_path):
     the second block's cell files (a 60 kB text output) do not. Before: dozens of h5py
     tracebacks and a segfault (exit 139). Now: exit 4, one line naming the file and the OS
     error, every earlier cell verifiable, no temporary file, no dataset; resuming without the
-    limit computes only the rest."""
+    limit computes only the rest. (Reproduced on the old code with this very config: exit -11,
+    h5py "Exception ignored ... File too large" tracebacks, a half-written temporary file.)"""
     text = ('name = "fsize"\n[defaults]\nseeds = [0]\n'
             '[[grid]]\nmethods = ["sweeptest:a"]\nalpha = [1, 2, 3]\n'
             '[[grid]]\nmethods = ["sweeptest:b"]\nalpha = [1, 2]\n'
