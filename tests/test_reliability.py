@@ -164,14 +164,14 @@ def test_two_processes_lock_then_sigint(tmp_path, capsys, plugin):
     interrupt could be swallowed. Now: refused naming the first run's pid; SIGINT exits 130
     with one line, keeps the finished cells (all verifiable), leaves no temporary file; the
     resumed run recomputes none of them."""
-    cfg = toml(tmp_path / "c.toml", alphas=(1, 2, 3, 4, 5, 6), seeds=(0,), sleep=0.4)
+    cfg = toml(tmp_path / "c.toml", alphas=(1, 2, 3, 4, 5, 6), seeds=(0,), sleep=1.5)
     out = tmp_path / "o"
     args = ["run", "--config", str(cfg), "--out", str(out), "--quiet"]
     proc = subprocess.Popen(cli_main(args), cwd=tmp_path, env=child_env(), text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         t0 = time.monotonic()
-        while len(list((out / "cells").glob("*.nc"))) < 2:
+        while len(list((out / "cells").glob("*.nc"))) < 1:  # 7.5 s of cells to go
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() - t0 < 90, "no progress"
             time.sleep(0.05)
@@ -185,7 +185,7 @@ def test_two_processes_lock_then_sigint(tmp_path, capsys, plugin):
     assert proc.returncode == 130, err
     assert "interrupted by SIGINT" in one_line(err) and "rerun the same command" in err
     done = cells_readable(out)
-    assert 2 <= done < 6
+    assert 1 <= done < 6
     n = executions(plugin)
     summary = run_sweep(load_config(cfg), out, progress=False)
     assert (summary.reused, summary.computed) == (done, 6 - done)
