@@ -205,8 +205,8 @@ def test_interrupts_at_random_moments_are_never_lost(tmp_path, capsys, monkeypat
     temporary file and only verifiable cells, or lands after it, where it must reach the
     caller's handler (installed by this test). Before: the handler raised from inside itself;
     a signal landing in a finalizer printed "Exception ignored ... SweepInterrupted" and the
-    sweep ran on to exit 0 (on the old code 5 of the 15 signals that landed inside a run were
-    lost in 132 repetitions, the first at the 26th).
+    sweep ran on to exit 0: on the old code this test saw 6 of 44 signals inside a run lost
+    (the first at the 20th repetition) and one temporary file left behind.
 
     To keep a repetition near 0.1 s the dataset is a one-variable stand-in (encoding the real
     one costs ~0.3 s and holds no signal logic); config, lock, cells, writes, the executor and
@@ -225,10 +225,11 @@ def test_interrupts_at_random_moments_are_never_lost(tmp_path, capsys, monkeypat
     old = {s: signal.signal(s, caller_handler) for s in sigs}
     rng = np.random.default_rng(14)
     try:
-        t0 = time.perf_counter()
-        assert run_cli(["run", "--config", str(cfg), "--out", str(tmp_path / "cal"),
-                        "--quiet"], capsys)[0] == 0
-        span = time.perf_counter() - t0
+        for cal in ("cal0", "cal1"):  # the second, warm run sets the span of the moments
+            t0 = time.perf_counter()
+            assert run_cli(["run", "--config", str(cfg), "--out", str(tmp_path / cal),
+                            "--quiet"], capsys)[0] == 0
+            span = time.perf_counter() - t0
         inside = reps = 0
         while inside < REPS_IN_WINDOW and reps < 3 * REPS_IN_WINDOW:
             sig = sigs[reps % 2]
@@ -254,6 +255,7 @@ def test_interrupts_at_random_moments_are_never_lost(tmp_path, capsys, monkeypat
             cells_readable(out)
             if len(received) > n_received:  # landed after the run: the caller heard it
                 assert code == 0, (reps, code, err)
+                span *= 0.9  # the machine got faster: aim earlier
                 continue
             inside += 1
             assert code == 128 + sig, (reps, code, err)
@@ -261,6 +263,7 @@ def test_interrupts_at_random_moments_are_never_lost(tmp_path, capsys, monkeypat
     finally:
         for s, h in old.items():
             signal.signal(s, h)
+    print(f"\nsignal reps: {reps} in all, {inside} inside a run, span {span:.3f} s")
     assert inside == REPS_IN_WINDOW, (inside, reps)
 
 
