@@ -620,3 +620,19 @@ def test_output_files_get_the_mode_the_umask_gives(tmp_path, capsys, umask):
     for p in files:
         assert stat.S_IMODE(p.stat().st_mode) == 0o666 & ~umask, p
     assert stat.S_IMODE((out / "cells").stat().st_mode) == 0o777 & ~umask
+
+
+def test_cell_files_hold_any_text():
+    """Text a method returns or raises is stored whatever it holds (NUL characters, bytes that
+    are not UTF-8), never a crash of the sweep at the write; the checksum covers it."""
+    from bayesslr.methods import Cell
+    from bayesslr.sweep.storage import CellRecord, clean_text, decode_cell, encode_cell
+    from bayesslr.sweep.storage import normalize_outputs as norm
+
+    outputs = norm({"note\x00": "a\x00b", "path": b"\xff".decode("utf-8", "surrogateescape"),
+                    "n": np.int64(3), "flag": np.bool_(True), "trace": [1.0, 2.0]})
+    assert outputs == {"note\\x00": "a\\x00b", "path": "\\udcff", "n": 3.0, "flag": 1.0,
+                       "trace": "[1.0, 2.0]"}
+    rec = CellRecord(Cell("sweeptest:a", alpha=1.0), "failed", outputs,
+                     clean_text("RuntimeError: \x00"), 0.5, "1")
+    assert decode_cell(encode_cell(rec)) == rec

@@ -38,7 +38,12 @@ from pathlib import Path
 from typing import Protocol
 
 from bayesslr.methods import Cell, run_unit, units
-from bayesslr.sweep.storage import CellRecord, method_version, normalize_outputs
+from bayesslr.sweep.storage import (
+    CellRecord,
+    clean_text,
+    method_version,
+    normalize_outputs,
+)
 from bayesslr.task import ConfigError
 
 PLUGIN_ENV = "BAYESSLR_PLUGINS"
@@ -178,7 +183,7 @@ def execute_unit(cells: Sequence[Cell]) -> list[CellRecord]:
     try:
         outs = [normalize_outputs(o) for o in run_unit(cells)]
     except Exception as exc:  # recorded per cell; the sweep goes on
-        text = " ".join(f"{type(exc).__name__}: {exc}".split())[:MAX_ERROR_CHARS]
+        text = clean_text(" ".join(f"{type(exc).__name__}: {exc}".split())[:MAX_ERROR_CHARS])
         dt = (time.perf_counter() - t0) / len(cells)
         return [CellRecord(c, "failed", {}, text, dt, v)
                 for c, v in zip(cells, versions, strict=True)]
@@ -403,7 +408,7 @@ class DaskExecutor:
                     try:
                         recs = fut.result()
                     except Exception as exc:  # worker died (KilledWorker) or lost
-                        text = " ".join(f"{type(exc).__name__}: {exc}".split())
+                        text = clean_text(" ".join(f"{type(exc).__name__}: {exc}".split()))
                         recs = [CellRecord(c, "failed", {}, text[:MAX_ERROR_CHARS])
                                 for c in unit]
                     for rec in recs:

@@ -156,19 +156,28 @@ def cell_from_json(text: str) -> Cell:
     return Cell(**d)
 
 
+def clean_text(text: str) -> str:
+    """Text a netCDF string can hold: NUL characters and lone surrogates (undecodable bytes)
+    escaped with backslashes."""
+    text = text.replace("\x00", "\\x00")
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def normalize_outputs(raw: Mapping[str, Any]) -> dict[str, float | str]:
-    """Scalars -> float (bools and ints included), text -> str, anything else -> JSON text."""
+    """Scalars -> float (bools and ints included), text -> str, anything else -> JSON text
+    (text cleaned by :func:`clean_text`)."""
     out: dict[str, float | str] = {}
     for k, v in raw.items():
         if isinstance(v, np.ndarray | np.generic) or hasattr(v, "dtype"):
             arr = np.asarray(v)
             v = arr.item() if arr.size == 1 else arr.tolist()
+        key = clean_text(str(k))
         if isinstance(v, bool | int | float | np.integer | np.floating):
-            out[str(k)] = float(v)
+            out[key] = float(v)
         elif isinstance(v, str):
-            out[str(k)] = v
+            out[key] = clean_text(v)
         else:
-            out[str(k)] = json.dumps(v, default=str)
+            out[key] = clean_text(json.dumps(v, default=str))
     return out
 
 
