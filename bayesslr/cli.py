@@ -90,6 +90,9 @@ def main(argv: list[str] | None = None) -> None:
     directory in use) exit with code 2 and print one line; a results file that cannot be
     written exits with 4 and one line; Ctrl-C exits with 130.
     """
+    from bayesslr.jaxconfig import configure_jax
+
+    configure_jax()
     try:
         rc = app(args=argv, standalone_mode=False)
     except ConfigError as exc:

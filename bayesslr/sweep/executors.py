@@ -198,7 +198,10 @@ def execute_cell(cell: Cell) -> CellRecord:
 
 
 def _remote_unit(cells: list[Cell], plugins: tuple[str, ...]) -> list[CellRecord]:
-    """What a dask worker runs: load the driver's plugins, then the unit."""
+    """What a dask worker runs: JAX set up as the driver's, the plugins, then the unit."""
+    from bayesslr.jaxconfig import configure_jax
+
+    configure_jax(host_devices=None)
     load_plugins(plugins)
     return execute_unit(cells)
 
