@@ -295,6 +295,30 @@ def test_interrupt_abandons_a_long_in_process_cell(tmp_path, capsys, plugin):
     assert cells_readable(out) == 0 and not (out / "dataset.nc").exists()
 
 
+def test_an_ignored_signal_stays_ignored(tmp_path, capsys, plugin):
+    """A shell starts background jobs with SIGINT ignored (so that Ctrl-C at the terminal
+    spares them): the run must not take it over. (Before, it did.)"""
+    cfg = toml(tmp_path / "c.toml", alphas=(1, 2), seeds=(0,), sleep=0.5)
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    def fire():  # while the second cell runs
+        t = time.monotonic()
+        while executions(plugin) < 1 and time.monotonic() - t < 60:
+            time.sleep(0.01)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    try:
+        th = threading.Thread(target=fire)
+        th.start()
+        code, so, _ = run_cli(["run", "--config", str(cfg), "--out", str(tmp_path / "o"),
+                               "--quiet"], capsys)
+        th.join()
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, old)
+    assert code == 0 and "2 computed" in so
+
+
 @pytest.mark.slow
 def test_interrupt_cancels_dask_futures_and_closes_the_cluster(tmp_path, plugin):
     """Case 2 on dask: the wait loop wakes up to look at the flag, futures are cancelled, the

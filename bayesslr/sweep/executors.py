@@ -113,8 +113,9 @@ def interrupt_on_signals() -> Iterator[StopFlag]:
     last one) is sent again, to the handler the caller had, when the block ends: it is never
     lost. Also ignores SIGXFSZ (Python already does at start-up; made sure here), so that a
     write past a file-size limit fails with ``EFBIG`` (reported as one line) instead of
-    killing the process. Outside the main thread no handler can be installed: the flag then
-    stays unset and interrupts reach the caller's own handlers.
+    killing the process. A signal the caller ignores (``SIG_IGN``: a shell starts background
+    jobs with SIGINT ignored) stays ignored. Outside the main thread no handler can be
+    installed: the flag then stays unset and interrupts reach the caller's own handlers.
     """
     flag = StopFlag()
     if threading.current_thread() is not threading.main_thread():
@@ -126,7 +127,8 @@ def interrupt_on_signals() -> Iterator[StopFlag]:
 
     old = {s: signal.getsignal(s) for s in (*STOP_SIGNALS, signal.SIGXFSZ)}
     for s in STOP_SIGNALS:
-        signal.signal(s, handler)
+        if old[s] is not signal.SIG_IGN:  # ignored on purpose (a background job's SIGINT)
+            signal.signal(s, handler)
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     try:
         yield flag
