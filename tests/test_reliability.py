@@ -524,7 +524,10 @@ def test_failed_cells_exit_3_and_say_where(tmp_path, capsys):
     code, so, err = run_cli(["run", "--config", str(cfg), "--out", str(out), "--quiet"], capsys)
     assert code == 3
     line = one_line(err)
-    assert "2 of 4 cells failed" in line and f"{out}/manifest.json" in line and "'error'" in line
+    assert "2 of 4 cells failed" in line and f"{out}/manifest.json" in line
+    assert f"'cells' group of {out}/dataset.nc" in line
+    cells = xr.open_dataset(out / "dataset.nc", group="cells", engine="h5netcdf")
+    assert sorted(cells["status"].values.tolist()) == ["failed", "failed", "ok", "ok"]
     assert f"dataset: {out}/dataset.nc" in so
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["cells_failed"] == 2

@@ -186,9 +186,10 @@ def test_dataset_layout_failures_and_broadcast(tmp_path, plugin):
     assert json.loads(root.attrs["config"])["name"] == "tiny"
     for key in ("bayesslr_version", "git_revision", "monte_carlo_sizes", "Conventions"):
         assert key in root.attrs
-    # the root lists every cell, failures with their error
-    assert root.sizes["cell"] == len(cfg.cells)
-    assert set(root["status"].values.tolist()) == {"ok", "failed"}
+    # the group 'cells' lists every cell, failures with their error
+    cells = xr.open_dataset(summary.dataset, group="cells", engine="h5netcdf").load()
+    assert cells.sizes["cell"] == len(cfg.cells)
+    assert set(cells["status"].values.tolist()) == {"ok", "failed"}
     ds = xr.open_dataset(summary.dataset, group="sweeptest", engine="h5netcdf").load()
     assert list(ds["test_error"].dims) == ["method", "variant", "L", "nu", "delta", "alpha",
                                            "D", "seed"]

@@ -97,7 +97,7 @@ def register(app: typer.Typer) -> None:
         if summary.failed:
             typer.echo(f"bayesslr: {summary.failed} of {summary.total} cells failed; their "
                        f"errors are in {out_dir}/manifest.json (cells with status 'failed') "
-                       "and in the dataset's 'error' variable", err=True)
+                       f"and in the 'cells' group of {summary.dataset}", err=True)
             raise typer.Exit(EXIT_CELLS_FAILED)
 
     def _dry_run(cfg, out_dir: Path, workers: int | None, force: bool,

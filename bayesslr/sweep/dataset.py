@@ -3,9 +3,9 @@
 Layout of ``OUT/dataset.nc`` (netCDF4 groups, h5netcdf):
 
 * the root group holds the provenance (config JSON, version, git revision, Monte Carlo sizes,
-  conventions) and a table of every cell along the dimension ``cell`` (``method``, ``key``,
-  ``status``, ``error``, ``runtime_s`` and the cell's settings as JSON), so that failures are
-  listed in one place;
+  conventions); its group ``cells`` is a table of every cell along the dimension ``cell``
+  (``method``, ``key``, ``status``, ``error``, ``runtime_s`` and the cell's settings as JSON),
+  so that failures are listed in one place;
 * one group per method family (``population``, ``erm``, ``theory_erm``, ``theory_bayes``,
   ``bayes_sampling``, ...), named after it, with dimensions ``method``, the cell fields that
   index the family (its registry ``dims``: ``variant, L, nu, delta, alpha, lam, D | sqrtND``,
@@ -284,9 +284,8 @@ def cells_table(records: Sequence[CellRecord]) -> xr.Dataset:
 
 def build_dataset(cfg: SweepConfig, records: Sequence[CellRecord]) -> xr.DataTree:
     """Assemble the records of a sweep into one tree (see the module docstring)."""
-    root = cells_table(records)
-    root.attrs.update(global_attrs(cfg, records))
-    children = {}
+    root = xr.Dataset(attrs=global_attrs(cfg, records))
+    children = {"cells": xr.DataTree(cells_table(records))}
     by_family: dict[str, list[CellRecord]] = {}
     for r in records:
         by_family.setdefault(r.cell.family, []).append(r)
@@ -318,7 +317,7 @@ def global_attrs(cfg: SweepConfig, records: Sequence[CellRecord]) -> dict[str, A
                             "test_error is the excess risk (risk - Delta), stderr its standard "
                             "error, X_stderr that of X"),
         "layout": ("one group per method family (dims: method, the family's cell fields, "
-                   "seed); the root lists every cell"),
+                   "seed); the group 'cells' lists every cell"),
         "history": f"{_dt.datetime.now(_dt.UTC).isoformat(timespec='seconds')} bayesslr run",
     }
 
