@@ -25,7 +25,7 @@ from bayesslr.sweep.config import cell_key, parse_config
 from bayesslr.sweep.dataset import comparable
 from bayesslr.sweep.executors import load_plugins
 from bayesslr.sweep.runner import run_sweep
-from bayesslr.sweep.storage import ResultStore
+from bayesslr.sweep.storage import _HOST, ResultStore
 from bayesslr.task import ConfigError
 
 PLUGIN = str(Path(__file__).resolve().parent / "sweep_plugin.py")
@@ -224,7 +224,10 @@ def test_resume_recomputes_only_missing_unreadable_and_failed(tmp_path, plugin):
     victims = list(cfg.cells[:3])
     store.cell_path(victims[0]).unlink()
     store.cell_path(victims[1]).write_bytes(b"garbage")
-    (out / "cells" / ".stale.nc.abc.tmp").write_bytes(b"half a file")  # a killed write
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    killed = f".{cell_key(victims[2])}.nc.{_HOST}.{dead}.00ff.tmp"  # a killed run's write
+    (out / "cells" / killed).write_bytes(b"half a file")
     before = snapshot(out / "cells")
     second = run_sweep(cfg, out, progress=False)
     assert (second.reused, second.computed) == (n - 2, 2)
@@ -232,7 +235,7 @@ def test_resume_recomputes_only_missing_unreadable_and_failed(tmp_path, plugin):
     after = snapshot(out / "cells")
     untouched = {f"{cell_key(c)}.nc" for c in cfg.cells[2:]}
     assert all(after[f] == before[f] for f in untouched)
-    assert ".stale.nc.abc.tmp" not in after
+    assert killed not in after
     got = xr.open_datatree(second.dataset, engine="h5netcdf").load()
     xr.testing.assert_identical(comparable(got), comparable(ref))
     # a different config is refused unless forced; forcing keeps the matching cells

@@ -62,6 +62,10 @@ BLOCK_KEYS: tuple[str, ...] = ("name", "methods", *PARAM_DIMS, "seeds", "options
 TOP_KEYS: tuple[str, ...] = ("name", "description", "defaults", "options", "grid")
 DEFAULT_FIELDS: dict[str, Any] = {"variant": "spiked", "L": "3", "nu": 2.0, "delta": 0.0,
                                   "seeds": [0]}
+# most cells a sweep may expand to (counted before the grid is expanded, duplicates included):
+# each cell is a file of the results directory and a record in memory; split bigger studies
+# into several sweeps (several --out directories)
+MAX_CELLS = 100_000
 
 
 # --------------------------------------------------------------------------------------------
@@ -88,7 +92,7 @@ def _length(where: str, v: Any) -> str:
         raise ConfigError(f"{where}={v!r} is not a length; allowed: integer >= 1 or a length "
                           "law such as '1,2,3' or '1:0.5,3:0.5'")
     try:
-        law = LengthLaw.fixed(v) if isinstance(v, int) else LengthLaw.parse(v)
+        law = LengthLaw.fixed(v) if isinstance(v, int) else LengthLaw.parse(v, name="L")
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from None
     return law.label()
@@ -136,7 +140,7 @@ _FIELD_PARSERS = {"variant": _variant, "L": _length, "nu": _nu, "delta": _delta,
 
 def _seeds(where: str, v: Any) -> list[int]:
     if isinstance(v, int) and not isinstance(v, bool):
-        n = check_int(where, v, low=1)
+        n = check_int(where, v, low=1, high=MAX_CELLS)
         return list(range(n))
     seeds = [_seed(f"{where}[{i}]", s) for i, s in enumerate(_as_list(where, v))]
     if len(set(seeds)) != len(seeds):
@@ -312,6 +316,7 @@ def parse_config(raw: Mapping[str, Any], *, name: str = "sweep") -> SweepConfig:
 
     blocks: list[dict[str, Any]] = []
     cells: dict[str, Cell] = {}
+    n_cells = 0
     for i, raw_block in enumerate(grid):
         where = f"grid[{i}]"
         for k in raw_block:
@@ -341,6 +346,7 @@ def parse_config(raw: Mapping[str, Any], *, name: str = "sweep") -> SweepConfig:
             block["continuation"] = Opt("continuation", False, "bool").parse(
                 raw_block["continuation"])
         blocks.append(block)
+        n_cells += _block_size(where, block, n_cells)
         for cell in _expand(block, options, block_opts):
             cells.setdefault(cell_key(cell), cell)
 
@@ -350,6 +356,20 @@ def parse_config(raw: Mapping[str, Any], *, name: str = "sweep") -> SweepConfig:
         validate_cell(cell)
     return SweepConfig(sweep_name.strip(), description, tuple(blocks), options,
                        tuple(cells.values()))
+
+
+def _block_size(where: str, block: Mapping[str, Any], before: int) -> int:
+    """Cells of a block (the product of its list lengths), refused (ConfigError) when the
+    sweep would exceed :data:`MAX_CELLS`; nothing is expanded yet."""
+    lists = {"methods": block["methods"], **{f: block[f] for f in PARAM_DIMS if f in block},
+             "seeds": block["seeds"]}
+    n = math.prod(len(v) for v in lists.values())
+    if before + n > MAX_CELLS:
+        shape = " x ".join(f"{len(v)} {k}" for k, v in lists.items() if len(v) > 1)
+        raise ConfigError(f"{where} expands to {n} cells ({shape or '1'}), {before + n} in the "
+                          f"sweep so far; allowed: at most {MAX_CELLS} cells per sweep (split "
+                          "it into several sweeps)")
+    return n
 
 
 def _expand(block: Mapping[str, Any], options: Mapping[str, Any],
