@@ -46,6 +46,7 @@ for _mod in COMMAND_MODULES:
 
 
 EXIT_BAD_INPUT = 2
+EXIT_CELLS_FAILED = 3
 EXIT_WRITE_FAILED = 4
 
 
@@ -61,6 +62,18 @@ def _store_error() -> type[Exception]:
     one can have been raised), without importing it for the verbs that do not write."""
     mod = sys.modules.get("bayesslr.sweep.storage")
     return mod.StoreError if mod is not None else _NeverRaised
+
+
+def _cell_failed() -> type[Exception]:
+    """:class:`bayesslr.commands.common.CellFailed` (a single-run verb's method raised)."""
+    mod = sys.modules.get("bayesslr.commands.common")
+    return mod.CellFailed if mod is not None else _NeverRaised
+
+
+def _interrupted() -> type[BaseException]:
+    """:class:`bayesslr.sweep.executors.SweepInterrupted` when that module is loaded."""
+    mod = sys.modules.get("bayesslr.sweep.executors")
+    return mod.SweepInterrupted if mod is not None else _NeverRaised
 
 
 class _NeverRaised(Exception):
@@ -99,6 +112,11 @@ def main(argv: list[str] | None = None) -> None:
         _fail(str(exc))
     except _store_error() as exc:
         _fail(str(exc), EXIT_WRITE_FAILED)
+    except _cell_failed() as exc:
+        _fail(str(exc), EXIT_CELLS_FAILED)
+    except _interrupted() as exc:
+        print(f"bayesslr: {exc}", file=sys.stderr)
+        _exit(exc.exit_code, console=argv is None)
     except (typer.Abort, KeyboardInterrupt):
         print("bayesslr: interrupted", file=sys.stderr)
         sys.exit(130)

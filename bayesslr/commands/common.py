@@ -100,16 +100,41 @@ def emit(result: Mapping[str, Any], as_json: bool, title: str = "") -> None:
     Console().print(table)
 
 
+class CellFailed(Exception):
+    """A single-run verb's cell raised inside its method (exit status 3, as a sweep with
+    failed cells)."""
+
+
 def run_cells(cells: list[Cell]) -> list[dict[str, Any]]:
-    """Run cells in this process as a sweep runs them (validated first, grouped into units of
-    work by :func:`bayesslr.methods.units`), results in the order of ``cells``."""
+    """Run cells in this process exactly as a sweep runs them: every cell validated first,
+    grouped into units of work (:func:`bayesslr.methods.units`), run by the in-process
+    executor under the sweep's interrupt handling (Ctrl-C / SIGTERM end the verb with
+    :class:`~bayesslr.sweep.executors.SweepInterrupted`, never swallowed); results in the
+    order of ``cells``. A method failure raises :class:`CellFailed` with its message."""
+    from bayesslr.sweep.executors import call_interruptibly, interrupt_on_signals
+
     for c in cells:
         validate_cell(c)  # every cell before any work
     results: dict[int, dict[str, Any]] = {}
-    for unit in units(cells):
-        for c, out in zip(unit, run_unit(unit), strict=True):
-            results[id(c)] = out
+    with interrupt_on_signals() as stop:
+        for unit in units(cells):
+            try:
+                done, outs = call_interruptibly(run_unit, unit, stop=stop,
+                                                name=f"bayesslr-cell-{unit[0].method}")
+            except ConfigError:
+                raise
+            except Exception as exc:  # a method failure: one line, as a sweep records it
+                text = " ".join(f"{type(exc).__name__}: {exc}".split())
+                raise CellFailed(f"{unit[0].method}: {text}") from None
+            stop.check()
+            if done:
+                results.update({id(c): o for c, o in zip(unit, outs, strict=True)})
     return [results[id(c)] for c in cells]
+
+
+def run_one(cell: Cell) -> dict[str, Any]:
+    """:func:`run_cells` of one cell."""
+    return run_cells([cell])[0]
 
 
 def schema_option(family: str, name: str, flag: str | None = None) -> Any:

@@ -4,7 +4,8 @@ Layout of ``OUT/dataset.nc`` (netCDF4 groups, h5netcdf):
 
 * the root group holds the provenance (config JSON, version, git revision, Monte Carlo sizes,
   conventions); its group ``cells`` is a table of every cell along the dimension ``cell``
-  (``method``, ``key``, ``status``, ``error``, ``runtime_s`` and the cell's settings as JSON),
+  (``method``, ``key``, ``status``, ``error``, ``runtime_s``, ``method_version`` and the cell's
+  settings as JSON),
   so that failures are listed in one place;
 * one group per method family (``population``, ``erm``, ``theory_erm``, ``theory_bayes``,
   ``bayes_sampling``, ...), named after it, with dimensions ``method``, the cell fields that
@@ -266,7 +267,8 @@ def _coord_attrs(ds: xr.Dataset) -> None:
 
 
 def cells_table(records: Sequence[CellRecord]) -> xr.Dataset:
-    """Every cell along ``cell``: method, key, status, error, runtime and settings (JSON)."""
+    """Every cell along ``cell``: method, key, status, error, runtime, the method's code version
+    and the settings (JSON)."""
     n = len(records)
     return xr.Dataset({
         "method": ("cell", np.array([r.cell.method for r in records], dtype=str).reshape(n),
@@ -277,6 +279,10 @@ def cells_table(records: Sequence[CellRecord]) -> xr.Dataset:
                   {"long_name": "error text of a failed cell"}),
         "runtime_s": ("cell", np.array([r.runtime_s for r in records], dtype=float),
                       {"long_name": "wall time of the cell", "units": "s"}),
+        "method_version": ("cell", np.array([r.method_version for r in records], dtype=str
+                                            ).reshape(n),
+                           {"long_name": "code version of the method that computed the cell "
+                                         "(empty: unknown)"}),
         "settings": ("cell", np.array([r.cell.to_json() for r in records], dtype=str
                                       ).reshape(n), {"long_name": "the cell as JSON"}),
     }, coords={"cell": np.array([r.key for r in records], dtype=str).reshape(n)})

@@ -35,7 +35,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from bayesslr.methods import Cell, run_unit, units
 from bayesslr.sweep.storage import (
@@ -266,32 +266,44 @@ class InProcessExecutor:
         for unit in units(cells):
             if stop:
                 return
-            box: queue.Queue = queue.Queue(maxsize=1)
-            th = threading.Thread(target=_unit_thread, args=(unit, box), daemon=True,
-                                  name=f"bayesslr-cell-{unit[0].method}")
-            th.start()
-            while True:
-                try:
-                    ok, value = box.get(timeout=POLL_S)
-                    break
-                except queue.Empty:
-                    if stop:
-                        _ABANDONED.append(th)
-                        return
-            if not ok:
-                raise value  # a BaseException of the unit's thread (bug), not a method failure
-            for rec in value:
+            done, recs = call_interruptibly(execute_unit, unit, stop=stop,
+                                            name=f"bayesslr-cell-{unit[0].method}")
+            if not done:
+                return
+            for rec in recs:
                 on_done(rec)
 
     def close(self) -> None:
         return None
 
 
-def _unit_thread(unit: list[Cell], box: queue.Queue) -> None:
-    try:
-        box.put((True, execute_unit(unit)))
-    except BaseException as exc:  # noqa: BLE001  (re-raised in the waiting thread)
-        box.put((False, exc))
+def call_interruptibly(fn: Callable[..., Any], *args: Any, stop: StopFlag | None,
+                       name: str = "bayesslr-work") -> tuple[bool, Any]:
+    """Run ``fn(*args)`` in a daemon thread while this thread waits, waking every
+    :data:`POLL_S` seconds to look at ``stop``. Returns ``(True, result)``, or ``(False,
+    None)`` when ``stop`` was set first (the thread is abandoned: it finishes in the background
+    and its result is discarded). An exception of ``fn`` is raised here."""
+    box: queue.Queue = queue.Queue(maxsize=1)
+
+    def target() -> None:
+        try:
+            box.put((True, fn(*args)))
+        except BaseException as exc:  # noqa: BLE001  (re-raised in the waiting thread)
+            box.put((False, exc))
+
+    th = threading.Thread(target=target, daemon=True, name=name)
+    th.start()
+    while True:
+        try:
+            ok, value = box.get(timeout=POLL_S)
+            break
+        except queue.Empty:
+            if stop:
+                _ABANDONED.append(th)
+                return False, None
+    if not ok:
+        raise value
+    return True, value
 
 
 def _probe(address: str, timeout: float = 5.0) -> None:
