@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 
-from bayesslr.methods import Cell, register
+from bayesslr.methods import Cell, Output, common, register
 from bayesslr.options import Opt, Schema
 
 SCHEMA = Schema("sweeptest", (
@@ -28,7 +28,9 @@ SCHEMA = Schema("sweeptest", (
 
 
 @register("sweeptest", schema=SCHEMA, activations=("a", "b"), needs=("alpha",),
-          description="test-only: closed-form outputs of the cell and seed")
+          description="test-only: closed-form outputs of the cell and seed",
+          outputs=common("test_error", "stderr", "converged") + (
+              Output("trace", "a list output: 1/(1+t) for t <= alpha", "1", None, "step"),))
 def sweeptest_cell(cell: Cell, opts: dict) -> dict[str, float | int | bool | str]:
     """Deterministic outputs; ``options``: ``sleep`` (s), ``fail_seed`` (int), ``pad`` (int)."""
     time.sleep(opts["sleep"])
@@ -43,7 +45,8 @@ def sweeptest_cell(cell: Cell, opts: dict) -> dict[str, float | int | bool | str
         with open(log, "a", encoding="utf-8") as f:
             f.write(f"{cell.method} {cell.seed} {cell.alpha}\n")
     out = {"test_error": err, "stderr": 0.01, "train_loss": err / 2, "m_k": 1 - err,
-           "converged": True, "iterations": 7, "init": "informed"}
+           "converged": True, "iterations": 7, "init": "informed",
+           "trace": [1.0 / (1 + t) for t in range(1 + int(cell.alpha))]}
     if opts["pad"]:
         out["pad"] = "x" * opts["pad"]
     return out

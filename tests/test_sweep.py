@@ -195,6 +195,11 @@ def test_dataset_layout_failures_and_broadcast(tmp_path, plugin):
                                            "D", "seed"]
     assert ds["test_error"].attrs["long_name"].startswith("test excess error")
     assert ds["test_error"].attrs["standard_error"] == "stderr"
+    # a list output is a variable along its own dimension, padded with NaN
+    assert ds["trace"].dims[-1] == "step" and ds.sizes["step"] == 8  # alpha = 7: 8 values
+    t0 = ds["trace"].sel({"method": "sweeptest:a", "variant": "max", "L": "3", "delta": 0.0,
+                          "alpha": 1.0, "nu": 1.0, "seed": 0}).isel(D=0).values
+    np.testing.assert_array_equal(t0, [1.0, 0.5] + [np.nan] * 6)
     assert ds["runtime_s"].attrs["units"] == "s"
     a = ds.sel({"method": "sweeptest:a", "variant": "max", "L": "3", "delta": 0.0,
                 "alpha": [1.0, 2.5]})
