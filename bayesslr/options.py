@@ -107,7 +107,11 @@ class Opt:
                     "choices": f"one or more distinct of {', '.join(self.choices)} "
                                "(comma-separated)"}[self.kind]
         if self.kind in ("reals", "ints"):
-            text = f"a list of {text}s (comma-separated or a list, at most {self.max_len})"
+            word = "integer" if self.kind == "ints" else "real"
+            bounds = self._bounds(self.kind == "ints")
+            each = f", each {bounds}" if bounds else ""
+            text = (f"a list of {word}s{each} (comma-separated or a list, at most "
+                    f"{self.max_len})")
         return text + (", or none" if self.nullable else "")
 
     def _bad(self, value: Any, what: str = "is not allowed") -> ConfigError:
