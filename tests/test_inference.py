@@ -272,7 +272,7 @@ def test_map_beats_every_importance_draw(tiny, importance):
 
 
 @pytest.mark.slow
-def test_quick_preset_runs_and_its_figures_are_drawn(tmp_path):
+def test_quick_preset_runs_and_its_figures_are_drawn(tmp_path, monkeypatch):
     """Every cell of ``inference-quick`` runs through the registry, respects its budget, and the
     figures and the leaderboard are drawn from the records; NUTS from the teacher (at
     equilibrium from step 0) reaches the stored reference within 4 standard errors."""
@@ -303,6 +303,22 @@ def test_quick_preset_runs_and_its_figures_are_drawn(tmp_path):
                                          "inference_leaderboard_3e+04.csv"}
     board = rep.leaderboard(df)
     assert len(board) == len(cells)
+    # the notebook runs on these records and closes with its verdicts
+    import json
+    import os
+
+    import jupytext
+    from nbclient import NotebookClient
+
+    rec_dir = tmp_path / "records"
+    rec_dir.mkdir()
+    for i, r in enumerate(records):
+        (rec_dir / f"{i}.json").write_text(json.dumps(r, default=float))
+    nb = jupytext.read(os.path.join(os.path.dirname(__file__), "..", "reports", "inference.py"))
+    monkeypatch.setenv("BAYESSLR_RESULTS", str(rec_dir))
+    NotebookClient(nb, timeout=600, kernel_name="python3").execute()
+    text = "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []))
+    assert "reach the reference on every seed" in text
 
 
 def json_cell(cell: Cell) -> dict:

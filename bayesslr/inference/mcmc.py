@@ -295,7 +295,7 @@ def run_mcmc(key: PRNGKey, spec: ModelSpec, data: Data, settings: MCMCSettings, 
     args = (X, y, mask, w, jnp.asarray(spec.nu, jnp.float32),
             jnp.asarray(spec.delta, jnp.float32))
     z0 = {nm: jnp.asarray(start[nm], jnp.float32).reshape(C, -1) for nm in ("k", "v")}
-    D = z0["k"].shape[-1]
+    z0["k"].shape[-1]
     k_warm, k_eps = jax.random.split(key)
     eps0 = jax.vmap(lambda kk: jax.random.categorical(
         kk, jnp.where(mask, 0.0, -jnp.inf), axis=-1).astype(jnp.int32))(

@@ -38,7 +38,7 @@ from bayesslr.inference import reference as ref
 from bayesslr.inference.evaluate import score_draws, task_data
 from bayesslr.inference.mcmc import MCMC_ALGORITHMS, MCMCSettings, run_mcmc
 from bayesslr.inference.vi import VI_ALGORITHMS, run_vi
-from bayesslr.methods import Cell, Output, PlotStyle, Resources, common, outputs, register
+from bayesslr.methods import Cell, PlotStyle, Resources, common, outputs, register
 from bayesslr.options import Opt, Schema
 from bayesslr.task import ConfigError
 

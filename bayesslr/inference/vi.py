@@ -38,7 +38,7 @@ from __future__ import annotations
 import functools
 import math
 import time
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -158,7 +158,6 @@ def run_vi(key: PRNGKey, spec: ModelSpec, data: Data, guide_kind: str, *, budget
             jnp.asarray(spec.delta, jnp.float32))
     k_init, k_pred = jax.random.split(key)
     aot = _AOT_CACHE
-    c0 = aot.compile_s
     t0 = time.perf_counter()
     state = svi.init(k_init, *args)
 

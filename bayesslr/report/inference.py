@@ -66,13 +66,17 @@ def tidy(source: Any) -> pd.DataFrame:
     ----------
     source
         A results directory or ``dataset.nc`` written by ``bayesslr run`` (the family groups
-        ``inference``, ``erm``, ``amp``), or an iterable of cell records
+        ``inference``, ``erm``, ``amp``), a directory of JSON cell records, or an iterable of
+        cell records
         ``{"cell": {...}, "status": "ok", "result": {...}}``, or a DataFrame already tidy.
     """
     if isinstance(source, pd.DataFrame):
         return source
     if isinstance(source, str | Path):
-        rows = list(_rows_from_dataset(Path(source)))
+        p = Path(source)
+        if p.is_dir() and not (p / "dataset.nc").exists() and any(p.glob("*.json")):
+            return tidy(records_from_dir(p))
+        rows = list(_rows_from_dataset(p))
     else:
         rows = [_row(r["cell"], r["result"]) for r in source if r.get("status", "ok") == "ok"]
     if not rows:
@@ -319,4 +323,23 @@ def write_figures(source: Any, out: str | Path, *, formats: tuple[str, ...] = ("
 
 def records_from_dir(path: str | Path) -> list[dict[str, Any]]:
     """Cell records stored as JSON files (``{"cell", "status", "result"}``) in a directory."""
-    return [json.loads(f.read_text()) for f in sorted(Path(path).glob("*.json"))]
+    out = []
+    for f in sorted(Path(path).glob("*.json")):
+        rec = json.loads(f.read_text())
+        if isinstance(rec, dict) and "cell" in rec and "result" in rec:
+            out.append(rec)
+    return out
+
+
+def reference_table() -> pd.DataFrame:
+    """The stored Bayes-optimal reference tasks (one row each) and their checks."""
+    from bayesslr.inference.reference import load_reference
+
+    ds = load_reference()
+    if ds is None:
+        raise NothingToPlot("the reference dataset is not installed")
+    cols = ["variant", "L", "nu", "delta", "D", "alpha", "seed", "test_error", "stderr",
+            "oracle_error", "mc_bias", "r_hat_max", "ess_bulk_min", "divergences",
+            "checks_passed", "random_test_error", "random_excess_over_reference",
+            "pooled_r_hat_max", "grad_evals"]
+    return ds[[c for c in cols if c in ds]].to_dataframe().reset_index(drop=True)
