@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from bayesslr.methods import Cell, run_unit, units, validate_cell
 from bayesslr.task import ConfigError, TaskConfig, check_int, check_real, make_task
 
 # The task options every verb shares (annotated types, so each verb keeps its own default).
@@ -86,3 +87,15 @@ def emit(result: Mapping[str, Any], as_json: bool, title: str = "") -> None:
             v = json.dumps(_jsonable(v))
         table.add_row(str(k), str(v))
     Console().print(table)
+
+
+def run_cells(cells: list[Cell]) -> list[dict[str, Any]]:
+    """Run cells in this process as a sweep runs them (validated first, grouped into units of
+    work by :func:`bayesslr.methods.units`), results in the order of ``cells``."""
+    for c in cells:
+        validate_cell(c)  # every cell before any work
+    results: dict[int, dict[str, Any]] = {}
+    for unit in units(cells):
+        for c, out in zip(unit, run_unit(unit), strict=True):
+            results[id(c)] = out
+    return [results[id(c)] for c in cells]

@@ -22,7 +22,7 @@ from bayesslr.commands.common import (
     parse_grid,
 )
 from bayesslr.erm.method import ERM_ACTIVATIONS
-from bayesslr.erm.protocol import DEFAULT_LAM_GRID, INITS
+from bayesslr.erm.protocol import DEFAULT_LAM_GRID, INITS, parse_lam
 from bayesslr.methods import Cell, run_cell
 from bayesslr.task import ConfigError, check_int
 
@@ -35,7 +35,8 @@ def erm(
     delta: DeltaOpt = "0",
     alpha: str = typer.Option("5", help="Sample ratio alpha = N/D > 0."),
     lam: str = typer.Option(
-        "0.1", help="Ridge penalty lam >= 0 on k and v, or 'auto' (validation grid search)."),
+        "0.1", help="Ridge penalty lam >= 0 on k and v, or 'validation' (grid search on "
+                    "held-out training data)."),
     activation: str = typer.Option("softmax", help=f"One of: {', '.join(ERM_ACTIVATIONS)}."),
     D: str = typer.Option(None, "--D", help="Token dimension D (integer >= 1)."),
     sqrtND: str = typer.Option(
@@ -46,7 +47,7 @@ def erm(
     restarts: str = typer.Option("1", help="Starts per seed; the lowest objective is kept."),
     lam_grid: str = typer.Option(
         ",".join(f"{x:g}" for x in DEFAULT_LAM_GRID), "--lam-grid",
-        help="Grid searched by --lam auto: '0.01,0.1,1' or start:stop:num."),
+        help="Grid searched by --lam validation: '0.01,0.1,1' or start:stop:num."),
     n_test: str = typer.Option("10000", "--n-test", help="Fresh test samples per seed."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
@@ -60,14 +61,11 @@ def erm(
         raise ConfigError("give exactly one of --D (integer >= 1) and --sqrtND (real >= 1)")
     task = cli_task(variant, L, L_dist, nu, delta)  # validates the task
     alpha_v = parse_float("alpha", alpha, low=0.0, low_open=True)
-    lam_v: float | str = "auto" if lam.strip().lower() == "auto" else parse_float(
-        "lam", lam, low=0.0)
+    lam_v: float | str = parse_lam(lam if not _is_real(lam) else float(lam))
     D_v = check_int("D", D, low=1) if D is not None else None
     sqrt_v = parse_float("sqrtND", sqrtND, low=1.0) if sqrtND is not None else None
-    options = {"seeds": check_int("seeds", seeds, low=1), "init": init,
-               "restarts": check_int("restarts", restarts, low=1),
-               "lam_grid": tuple(parse_grid("lam_grid", lam_grid, low=0.0)),
-               "n_test": check_int("n_test", n_test, low=2)}
+    options = {"seeds": seeds, "init": init, "restarts": restarts,
+               "lam_grid": tuple(parse_grid("lam_grid", lam_grid, low=0.0)), "n_test": n_test}
     cell = Cell(method=f"erm:{activation}", variant=variant, L=task.length.label(),
                 nu=task.nu, delta=task.delta, alpha=alpha_v, lam=lam_v, D=D_v, sqrtND=sqrt_v,
                 seed=check_int("seed", seed, low=0), options=options)
@@ -78,6 +76,14 @@ def erm(
     result = {"variant": variant, "L": task.length.label(), "nu": task.nu, "delta": task.delta,
               "alpha": alpha_v, "activation": activation, **out}
     emit(result, as_json, title=f"erm {activation}")
+
+
+def _is_real(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def register(app: typer.Typer) -> None:
