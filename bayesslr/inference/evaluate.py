@@ -11,7 +11,7 @@ Every algorithm of :mod:`bayesslr.inference` is scored here, the same way:
   estimate (MAP) is the one-draw case;
 * the test error is Rao-Blackwellised over the hidden location and paired with the oracle (the
   teacher-known Bayes predictor) on the same test set
-  (:func:`bayesslr.bayes.predict.excess_errors`);
+  (:func:`bayesslr.metrics.test_errors`, the suite's one error measurement);
 * against the Bayes-optimal reference (:mod:`bayesslr.inference.reference`) the excess is paired
   too when the reference's predictions on the same test set are stored (same seed, same
   ``n_test``): ``excess_over_reference = mean_x [e_alg(x) - e_ref(x)]`` with
@@ -30,9 +30,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from bayesslr.bayes.model import ModelSpec
-from bayesslr.bayes.predict import excess_errors, oracle_predict, overlaps, posterior_predict
+from bayesslr.bayes.predict import overlaps, posterior_predict
 from bayesslr.jaxconfig import Array
-from bayesslr.task import Data, TaskConfig, Teacher, sample_task
+from bayesslr.metrics import oracle_terms, test_errors
+from bayesslr.task import Data, TaskConfig, Teacher, sample_task, seed_key
 
 # teacher, training and test data in one compiled call (eager generation compiles op by op)
 _sample_task = jax.jit(sample_task, static_argnums=(1, 2, 3))
@@ -44,7 +45,8 @@ class TaskData(NamedTuple):
     Attributes
     ----------
     key : jax.Array
-        ``jax.random.key(seed)``; algorithms draw their randomness from ``fold_in(key, 1)``.
+        ``seed_key(seed)``; algorithms draw their randomness from
+        ``algorithm_key(key, "sampler")``.
     teacher : Teacher
     train, test : Data
     """
@@ -57,7 +59,7 @@ class TaskData(NamedTuple):
 
 def task_data(task: TaskConfig, seed: int, n_train: int, n_test: int) -> TaskData:
     """Teacher, ``n_train`` training and ``n_test`` test samples of ``seed`` (spec section 1)."""
-    key = jax.random.key(int(seed))
+    key = seed_key(int(seed))
     teacher, train, test = _sample_task(key, task, int(n_train), int(n_test))
     return TaskData(key, teacher, train, test)
 
@@ -65,7 +67,7 @@ def task_data(task: TaskConfig, seed: int, n_train: int, n_test: int) -> TaskDat
 @functools.partial(jax.jit, static_argnames=("task",))
 def per_input_errors(task: TaskConfig, teacher: Teacher, test: Data, y_hat: Array) -> Array:
     """Per-input excess error ``sum_l P_l (z*_l - y_hat)^2`` (``Delta`` removed, spec 1, 6)."""
-    _, P, z_s = oracle_predict(task, teacher, test)
+    P, z_s = oracle_terms(task, teacher, test)
     y_hat = jnp.asarray(y_hat, z_s.dtype)
     return jnp.sum(P * (z_s - y_hat[:, None]) ** 2, axis=-1)
 
@@ -97,11 +99,11 @@ def score(task: TaskConfig, teacher: Teacher, test: Data, y_hat: np.ndarray,
         (+ ``reference_error_stderr``), ``excess_over_reference`` (+ ``_stderr``),
         ``reference_paired`` and ``reference_source``.
     """
-    err = excess_errors(task, teacher, test, y_hat)
+    err = test_errors(task, teacher, test, y_hat)
     out: dict[str, Any] = {
         "test_error": err.test_error, "stderr": err.stderr,
-        "risk": err.test_error + task.delta,
-        "oracle_error": err.oracle_error, "oracle_error_stderr": err.oracle_stderr,
+        "risk": err.risk, "risk_stderr": err.risk_stderr,
+        "oracle_error": err.oracle_error, "oracle_error_stderr": err.oracle_error_stderr,
         "excess_over_oracle": err.excess_over_oracle,
         "excess_over_oracle_stderr": err.excess_over_oracle_stderr,
     }
@@ -137,6 +139,6 @@ def score_draws(task: TaskConfig, spec: ModelSpec, data: TaskData, k_draws: np.n
     draws' mean, the Nishimori gap and the plain predictor's error; returns ``(out, y_hat)``."""
     y_exact, y_plain = predict_draws(spec, k_draws, v_draws, data.test, chunk=chunk)
     out = score(task, data.teacher, data.test, y_exact, reference)
-    out["test_error_plain"] = excess_errors(task, data.teacher, data.test, y_plain).test_error
+    out["test_error_plain"] = test_errors(task, data.teacher, data.test, y_plain).test_error
     out.update(overlaps(data.teacher, np.mean(k_draws, axis=0), np.mean(v_draws, axis=0)))
     return out, y_exact

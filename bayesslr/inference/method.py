@@ -3,8 +3,9 @@
 Algorithms (the suffix): ``nuts``, ``hmc``, ``gibbs`` (:mod:`bayesslr.inference.mcmc`),
 ``advi``, ``lowrank``, ``map`` (:mod:`bayesslr.inference.vi`) and ``smc`` (BlackJAX's adaptive
 tempered SMC, :mod:`bayesslr.inference.smc`, optional extra). All share one model definition
-(:mod:`bayesslr.bayes.model`), one data contract (``sample_task`` on ``key(seed)``, algorithm
-randomness from ``fold_in(key, 1)``), one error measurement (:mod:`bayesslr.inference.evaluate`)
+(:mod:`bayesslr.bayes.model`), one data contract (``sample_task`` on ``seed_key(seed)``,
+algorithm randomness from ``algorithm_key(key, "sampler")``), one error measurement
+(:mod:`bayesslr.inference.evaluate`)
 and one ground truth (:mod:`bayesslr.inference.reference`).
 
 Every cell is given ``budget`` gradient evaluations of the full-data log density (all chains,
@@ -40,7 +41,7 @@ from bayesslr.inference.mcmc import MCMC_ALGORITHMS, MCMCSettings, run_mcmc
 from bayesslr.inference.vi import VI_ALGORITHMS, run_vi
 from bayesslr.methods import Cell, PlotStyle, Resources, common, outputs, register
 from bayesslr.options import Opt, Schema
-from bayesslr.task import ConfigError
+from bayesslr.task import ConfigError, algorithm_key
 
 SMC_ALGORITHMS: tuple[str, ...] = ("smc",)
 ALGORITHMS: tuple[str, ...] = MCMC_ALGORITHMS + VI_ALGORITHMS + SMC_ALGORITHMS
@@ -225,7 +226,7 @@ def inference_cell(cell: Cell, opts: dict[str, Any]) -> dict[str, Any]:
     spec = model_spec(task)
     N = cell.n_train()
     data = task_data(task, cell.seed, N, opts["n_test"])
-    kalg = jax.random.fold_in(data.key, 1)
+    kalg = algorithm_key(data.key, "sampler")
     out: dict[str, Any] = {"algorithm": alg, "budget": budget, "init": start, "N": N,
                            "n_test": opts["n_test"], **spec.to_dict()}
     if alg in MCMC_ALGORITHMS:

@@ -178,9 +178,9 @@ def build_task(t: RefTask, settings: RefSettings) -> dict[str, Any]:
     y_ref, _ = predict_draws(spec, kf, vf, data.test)
     e_ref = np.asarray(per_input_errors(task, data.teacher, data.test, y_ref), np.float64)
     n = e_ref.size
-    from bayesslr.bayes.predict import excess_errors
+    from bayesslr.metrics import test_errors
 
-    err = excess_errors(task, data.teacher, data.test, y_ref)
+    err = test_errors(task, data.teacher, data.test, y_ref)
     bias = _halves_bias(spec, res_t.k, res_t.v, data, task, float(e_ref.mean()))
 
     opt_r = SamplerOptions(chains=settings.chains, warmup=settings.random_warmup,
