@@ -96,9 +96,10 @@ ok = refs[refs["checks_passed"].astype(bool)]
 print(f"The reference check (R-hat <= 1.01, bulk ESS >= 400 over 4 teacher-start chains) "
       f"holds at {len(ok)} of {len(refs)} stored tasks; the largest finite-draw bias is "
       f"{refs['mc_bias'].abs().max():.4f}.")
-trap = refs[refs["random_excess_over_reference"] > 4 * refs["stderr"] / 10]
+trap = refs[refs["random_excess_over_reference"]
+            > 4 * refs["random_excess_over_reference_stderr"]]
 print(f"Random-start NUTS chains (4 x 1500 iterations) stay above the reference by more than "
-      f"0.4 test standard errors on {len(trap)} of {len(refs)} tasks (largest excess "
+      f"4 paired standard errors on {len(trap)} of {len(refs)} tasks (largest excess "
       f"{refs['random_excess_over_reference'].max():.3f}).")
 for b, board in boards.items():
     inf = board[board["start"] != ""]

@@ -294,8 +294,18 @@ def test_quick_preset_runs_and_its_figures_are_drawn(tmp_path, monkeypatch):
         assert res["reference_source"] == "nuts_long" and res["reference_paired"]
         records.append({"cell": {**json_cell(cell)}, "status": "ok", "result": res})
     df = rep.tidy(records)
-    ctrl = df[df["method"] == "inference:nuts-teacher-3e4"].iloc[0]
-    assert ctrl["excess_over_reference"] <= 4 * ctrl["excess_over_reference_stderr"]
+    # the control (teacher start, at equilibrium) differs from the reference by test-set noise
+    # (paired standard error) and the bias of a predictor of finitely many draws, c / ESS, with
+    # c measured by the reference itself: err(half its chains) - err(all) = c / ESS_ref
+    ctrl_rec = next(r for r in records if r["cell"]["method"] == "inference:nuts-teacher-3e4")
+    ds = ref.load_reference()
+    i = [j for j in range(ds.sizes["task"]) if int(ds["D"][j]) == 50 and
+         float(ds["alpha"][j]) == 5.0 and int(ds["seed"][j]) == 0 and
+         float(ds["delta"][j]) == 0.01][0]
+    c = max(float(ds["mc_bias"][i]), 0.0) * float(ds["ess_bulk_min"][i])
+    res = ctrl_rec["result"]
+    assert res["excess_over_reference"] <= (4 * res["excess_over_reference_stderr"]
+                                            + c / res["ess_bulk_min"])
     written, skipped = rep.write_figures(records, tmp_path)
     assert not skipped, skipped
     assert {p.name for p in written} >= {"inference_error_vs_cost.png",

@@ -341,5 +341,5 @@ def reference_table() -> pd.DataFrame:
     cols = ["variant", "L", "nu", "delta", "D", "alpha", "seed", "test_error", "stderr",
             "oracle_error", "mc_bias", "r_hat_max", "ess_bulk_min", "divergences",
             "checks_passed", "random_test_error", "random_excess_over_reference",
-            "pooled_r_hat_max", "grad_evals"]
+            "random_excess_over_reference_stderr", "pooled_r_hat_max", "grad_evals"]
     return ds[[c for c in cols if c in ds]].to_dataframe().reset_index(drop=True)
