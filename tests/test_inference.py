@@ -221,9 +221,9 @@ def importance(tiny):
 def test_samplers_find_the_posterior_mean(tiny, importance, algorithm):
     task, spec, data = tiny
     m, se, _, _ = importance
-    s = MCMCSettings(algorithm, chains=4, warmup=200, chunk=20)
+    s = MCMCSettings(algorithm, chains=4, warmup=200, chunk=50)
     start = init_params(jax.random.key(0), "random", 4, 3)
-    r = run_mcmc(jax.random.key(2), spec, data.train, s, start=start, budget=200_000,
+    r = run_mcmc(jax.random.key(2), spec, data.train, s, start=start, budget=80_000,
                  max_draws=2000)
     draws = np.concatenate([r.k, r.v], axis=2)
     mc = arviz_adapter.mcse_mean(draws)

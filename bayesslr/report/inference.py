@@ -253,7 +253,7 @@ def leaderboard(df: pd.DataFrame, budget: float | None = None) -> pd.DataFrame:
     cols = ["algorithm", "start", *SETTING, "test_error", "test_error_se",
             "excess_over_reference", "excess_over_reference_se", "reference_error",
             "grad_evals", "run_s", "compile_s", "seeds", "converged", "reaches_reference"]
-    out = s[cols].sort_values([*SETTING[3:], "excess_over_reference"][::-1][::-1])
+    out = s[cols].sort_values(["delta", "D", "alpha", "excess_over_reference"])
     out.attrs["budget"] = b
     return out.reset_index(drop=True)
 
