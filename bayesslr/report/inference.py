@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.ticker import NullFormatter
 
 from bayesslr.report.figures import NothingToPlot
 
@@ -40,6 +41,7 @@ SETTING = ("variant", "L", "nu", "delta", "alpha", "D")
 ALGO_COLORS = {"nuts": "C0", "hmc": "C1", "gibbs": "C2", "advi": "C3", "lowrank": "C4",
                "map": "C5", "smc": "C6", "erm": "C7", "amp": "C8"}
 START_STYLES = {"teacher": ":", "random": "-", "anneal": "--", "prior": "-", "": "-."}
+START_MARKERS = {"teacher": "s", "random": "o", "anneal": "^", "prior": "D"}
 COLUMNS = ("test_error", "stderr", "excess_over_reference", "excess_over_reference_stderr",
            "excess_over_oracle", "excess_over_oracle_stderr", "reference_error",
            "reference_source", "grad_evals", "compile_s", "run_s", "converged", "reason",
@@ -226,16 +228,20 @@ def error_vs_cost(df: pd.DataFrame) -> Figure:
                            ls="-.", label=alg)
                 continue
             ax.errorbar(x, y, yerr=np.nan_to_num(e), color=ALGO_COLORS[alg],
-                        ls=START_STYLES.get(start, "-"), marker="o", ms=4, capsize=2,
+                        ls=START_STYLES.get(start, "-"), marker=START_MARKERS.get(start, "o"),
+                        ms=4, capsize=2,
                         label=f"{alg} ({start})")
         ax.axhline(0.0, color="k", lw=1)
         ax.set_xscale("log")
+        lo, hi = float(sub["grad_evals"].min()), float(sub["grad_evals"].max())
+        ax.set_xlim(10 ** math.floor(math.log10(lo)), 10 ** math.ceil(math.log10(hi) + 1e-9))
+        ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_yscale("symlog", linthresh=0.01)
         ax.set_xlabel("gradient evaluations used")
         ax.set_ylabel("excess error over the reference")
         ax.set_title(_title(t), fontsize=8)
         ax.legend(fontsize=6, ncol=2)
-    fig.suptitle("Inference algorithms: error against cost (0 = Bayes-optimal reference)")
+    fig.suptitle("Error against cost\n(0 = the Bayes-optimal reference)", fontsize=10)
     return fig
 
 
@@ -286,9 +292,8 @@ def trapped(df: pd.DataFrame) -> Figure:
             ax.text(j, i, txt[i][j], ha="center", va="center", fontsize=6)
     ax.set_yticks(range(len(rows)), [f"{a} ({st})" for a, st in rows], fontsize=7)
     ax.set_xticks(range(len(cols)), [_title(c).replace("\n", "\n") for c in cols], fontsize=6)
-    fig.colorbar(im, ax=ax, label="excess over reference / its stderr (clipped at 10)")
-    ax.set_title("Trapped where? excess error over the Bayes-optimal reference (largest budget)",
-                 fontsize=9)
+    fig.colorbar(im, ax=ax, label="excess / its stderr (clipped at 10)")
+    ax.set_title("Trapped where?\nexcess error over the reference (largest budget)", fontsize=9)
     return fig
 
 
