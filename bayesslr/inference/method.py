@@ -1,8 +1,12 @@
-"""The registered family ``inference:<algorithm>``: one cell -> one budgeted inference run, scored.
+"""The registered family ``inference``: one cell -> one budgeted inference run, scored.
 
-Algorithms (the suffix): ``nuts``, ``hmc``, ``gibbs`` (:mod:`bayesslr.inference.mcmc`),
-``advi``, ``lowrank``, ``map`` (:mod:`bayesslr.inference.vi`) and ``smc`` (BlackJAX's adaptive
-tempered SMC, :mod:`bayesslr.inference.smc`, optional extra). All share one model definition
+A method is ``inference:<algorithm>-<start>-<budget>`` (e.g. ``inference:nuts-random-1e5``):
+the sweep's dataset indexes results by method, not by options, so every configuration compared
+on the leaderboard is its own method. Algorithms: ``nuts``, ``hmc``, ``gibbs``
+(:mod:`bayesslr.inference.mcmc`), ``advi``, ``lowrank``, ``map`` (:mod:`bayesslr.inference.vi`)
+and ``smc`` (BlackJAX's adaptive tempered SMC, :mod:`bayesslr.inference.smc`, optional extra).
+Starts: ``teacher``, ``random``, ``anneal`` (samplers), ``teacher``, ``random`` (VI, MAP),
+``prior`` (SMC). Budgets: the tiers of :data:`BUDGET_TIERS`, in gradient evaluations. All share one model definition
 (:mod:`bayesslr.bayes.model`), one data contract (``sample_task`` on ``seed_key(seed)``,
 algorithm randomness from ``algorithm_key(key, "sampler")``), one error measurement
 (:mod:`bayesslr.inference.evaluate`)
