@@ -31,6 +31,9 @@ from bayesslr.task import make_task
 
 
 def main(D: int = 100, alpha: float = 5.0) -> None:
+    from bayesslr.jaxconfig import configure_jax
+
+    configure_jax()
     print(f"load average {os.getloadavg()}, jax {jax.__version__}, D={D}, alpha={alpha}")
     task = make_task("spiked", L=3, nu=2.0, delta=0.01, D=D)
     spec = model_spec(task)

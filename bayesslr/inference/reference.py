@@ -404,6 +404,9 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "data"
                    / REFERENCE_FILE)
     args = ap.parse_args(argv)
+    from bayesslr.jaxconfig import configure_jax
+
+    configure_jax()  # the persistent compilation cache, as the bayesslr command sets it up
     if args.cmd == "build":
         build(args.work, _select(preset_tasks(), args.only), RefSettings(),
               theory=not args.no_theory)
