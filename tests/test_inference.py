@@ -217,7 +217,7 @@ def importance(tiny):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("algorithm", ["nuts", "hmc", "gibbs"])
+@pytest.mark.parametrize("algorithm", ["nuts", "hmc", "gibbs", "dgibbs"])
 def test_samplers_find_the_posterior_mean(tiny, importance, algorithm):
     task, spec, data = tiny
     m, se, _, _ = importance

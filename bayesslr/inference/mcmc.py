@@ -14,7 +14,12 @@ All three target the posterior of spec section 6 through the models of
   transition of ``(k, v)`` given the locations (the potential is the enumerated model's log
   density with ``eps`` conditioned). This is NumPyro's ``HMCGibbs`` scheme written with the
   functional kernel so that the data stay traced arguments (``HMCGibbs``'s ``gibbs_fn`` has no
-  access to model arguments, so the data would be baked into each compiled function).
+  access to model arguments, so the data would be baked into each compiled function);
+* ``dgibbs``: what NumPyro does with that model unaided: ``DiscreteHMCGibbs(NUTS(model),
+  modified=True)`` on the explicit-location model (the enumerated model with enumeration
+  switched off). Each iteration sweeps every ``eps_i`` with a Metropolised Gibbs proposal that
+  evaluates the model's full log density once per alternative location (``n (L - 1)`` full
+  evaluations per sweep, counted against the budget), then one NUTS move of ``(k, v)``.
 
 **Budget.** A run is given ``budget`` gradient evaluations of the full-data log density, all
 chains together; a full-data evaluation without gradient (the Gibbs conditional) counts as one
@@ -54,7 +59,7 @@ from bayesslr.bayes.sampler import potential_fn_gen
 from bayesslr.jaxconfig import Array, PRNGKey
 from bayesslr.task import Data, fields
 
-MCMC_ALGORITHMS: tuple[str, ...] = ("nuts", "hmc", "gibbs")
+MCMC_ALGORITHMS: tuple[str, ...] = ("nuts", "hmc", "gibbs", "dgibbs")
 
 
 @dataclass(frozen=True)
@@ -179,6 +184,8 @@ def _functions(variant: str, s: MCMCSettings) -> _Compiled:
     One kernel serves warm-up and sampling (NumPyro adapts while the iteration counter is below
     ``warmup``, as ``MCMC`` does), so each configuration compiles NUTS once.
     """
+    if s.algorithm == "dgibbs":
+        return _dgibbs_functions(variant, s)
     algo = "HMC" if s.algorithm == "hmc" else "NUTS"
     gibbs = s.algorithm == "gibbs"
     gen = gibbs_potential_fn_gen(variant) if gibbs else potential_fn_gen("marginal", variant)
@@ -216,6 +223,34 @@ def _functions(variant: str, s: MCMCSettings) -> _Compiled:
                        st.accept_prob, st.adapt_state.step_size)
 
         return lax.scan(body, carry, None, length=s.chunk)
+
+    init_v = jax.jit(jax.vmap(init_one, in_axes=(0, 0, None, 0)))
+    chunk_v = jax.jit(jax.vmap(chunk_one, in_axes=(0, None)))
+    return _Compiled(init_v, chunk_v)
+
+
+def _dgibbs_functions(variant: str, s: MCMCSettings) -> _Compiled:
+    """Init and chunk functions of NumPyro's ``DiscreteHMCGibbs`` (same signatures as
+    :func:`_functions`; chains vectorised with ``jax.vmap``, as NumPyro advises for Gibbs)."""
+    from numpyro.infer import NUTS, DiscreteHMCGibbs
+
+    kernel = DiscreteHMCGibbs(NUTS(_explicit(variant), target_accept_prob=s.target_accept,
+                                   max_tree_depth=s.max_tree_depth), modified=True)
+
+    def init_one(key, z0, args, eps):
+        return kernel.init(key, s.warmup, {"k": z0["k"], "v": z0["v"], "eps": eps}, args, None)
+
+    def chunk_one(st, args):
+        n_alt = args[0].shape[0] * (args[0].shape[1] - 1)  # n (L_max - 1) proposals per sweep
+
+        def body(c, _):
+            c = kernel.sample(c, args, None)
+            h = c.block_states[1]
+            # the sweep's proposals, the refreshed HMC-block gradient, the leapfrog steps
+            return c, (c.z["k"], c.z["v"], h.num_steps + n_alt + 1, h.diverging,
+                       h.accept_prob, h.adapt_state.step_size)
+
+        return lax.scan(body, st, None, length=s.chunk)
 
     init_v = jax.jit(jax.vmap(init_one, in_axes=(0, 0, None, 0)))
     chunk_v = jax.jit(jax.vmap(chunk_one, in_axes=(0, None)))
@@ -325,7 +360,8 @@ def run_mcmc(key: PRNGKey, spec: ModelSpec, data: Data, settings: MCMCSettings, 
         if kept > max_draws:
             kall, vall = np.concatenate(ks, 1)[:, ::2], np.concatenate(vs, 1)[:, ::2]
             ks, vs, kept, thin = [kall], [vall], kall.shape[1], thin * 2
-    hmc_state = state[0] if s.algorithm == "gibbs" else state
+    hmc_state = (state[0] if s.algorithm == "gibbs" else
+                 state.block_states[1] if s.algorithm == "dgibbs" else state)
     wall = time.perf_counter() - t_start
     compile_s = aot.compile_s - c0
     if ks:

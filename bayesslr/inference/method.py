@@ -2,14 +2,15 @@
 
 A method is ``inference:<algorithm>-<start>-<budget>`` (e.g. ``inference:nuts-random-1e5``):
 the sweep's dataset indexes results by method, not by options, so every configuration compared
-on the leaderboard is its own method. Algorithms: ``nuts``, ``hmc``, ``gibbs``
+on the leaderboard is its own method. Algorithms: ``nuts``, ``hmc``, ``gibbs``, ``dgibbs``
 (:mod:`bayesslr.inference.mcmc`), ``advi``, ``lowrank``, ``map`` (:mod:`bayesslr.inference.vi`)
 and ``smc`` (BlackJAX's adaptive tempered SMC, :mod:`bayesslr.inference.smc`, optional extra).
 Starts: ``teacher``, ``random``, ``anneal`` (samplers), ``teacher``, ``random`` (VI, MAP),
-``prior`` (SMC). Budgets: the tiers of :data:`BUDGET_TIERS`, in gradient evaluations. All share one model definition
-(:mod:`bayesslr.bayes.model`), one data contract (``sample_task`` on ``seed_key(seed)``,
-algorithm randomness from ``algorithm_key(key, "sampler")``), one error measurement
-(:mod:`bayesslr.inference.evaluate`)
+``prior`` (SMC). Budgets: the tiers of :data:`BUDGET_TIERS`, in gradient evaluations.
+
+All share one model definition (:mod:`bayesslr.bayes.model`), one data contract
+(``sample_task`` on ``seed_key(seed)``, algorithm randomness from
+``algorithm_key(key, "sampler")``), one error measurement (:mod:`bayesslr.inference.evaluate`)
 and one ground truth (:mod:`bayesslr.inference.reference`).
 
 Every cell is given ``budget`` gradient evaluations of the full-data log density (all chains,
@@ -61,6 +62,7 @@ ALGO_OPTIONS: dict[str, tuple[str, ...]] = {  # options that apply (besides the 
     "nuts": _COMMON_OPTS + _MCMC_OPTS + ("max_tree_depth",),
     "hmc": _COMMON_OPTS + _MCMC_OPTS + ("trajectory_length",),
     "gibbs": _COMMON_OPTS + _MCMC_OPTS + ("max_tree_depth",),
+    "dgibbs": _COMMON_OPTS + _MCMC_OPTS + ("max_tree_depth",),
     "advi": _COMMON_OPTS + ("lr", "num_particles", "init_scale", "predict_draws"),
     "lowrank": _COMMON_OPTS + ("lr", "num_particles", "init_scale", "predict_draws", "rank"),
     "map": _COMMON_OPTS + ("lr", "gtol"),
