@@ -346,13 +346,16 @@ def _match(ds, prefix: str, dim: str, **want) -> int | None:
 
 
 @functools.lru_cache(maxsize=64)
-def theory_reference(variant: str, L: str, nu: float, delta: float, alpha: float
-                     ) -> dict[str, Any]:
-    """State-evolution reference at one setting and ``alpha``: stored, or solved now."""
+def theory_reference(variant: str, L: str, nu: float, delta: float, alpha: float,
+                     solve: bool = True) -> dict[str, Any] | None:
+    """State-evolution reference at one setting and ``alpha``: stored, or solved now (unless
+    ``solve`` is false: then None)."""
     ds = load_reference()
     i = _match(ds, "theory_", "theory", variant=variant, L=L, nu=nu, delta=delta, alpha=alpha)
     if i is not None:
         row = {k[7:]: ds[k].values[i].item() for k in ds.data_vars if k.startswith("theory_")}
+    elif not solve:
+        return None
     else:
         row = build_theory((variant, L, float(nu), float(delta), float(alpha)))
     return {"test_error": row["test_error"], "stderr": row["stderr"],
@@ -361,10 +364,10 @@ def theory_reference(variant: str, L: str, nu: float, delta: float, alpha: float
 
 
 def lookup(task: TaskConfig, alpha: float, seed: int, n_test: int, *,
-           theory: bool = True) -> dict[str, Any] | None:
+           theory: bool = True, solve: bool = True) -> dict[str, Any] | None:
     """The reference of a cell: the stored long-NUTS one of this very task when there is one
     (with its test-set predictions when ``n_test`` matches), else the state evolution
-    (``theory``), else None."""
+    (``theory``; solved now when not stored, unless ``solve`` is false), else None."""
     ds = load_reference()
     L = task.length.label()
     if task.D <= REFERENCE_MAX_D:
@@ -378,7 +381,8 @@ def lookup(task: TaskConfig, alpha: float, seed: int, n_test: int, *,
                     "y_hat": (row["y_hat"].values[:n_test] if same else None)}
     if not theory or math.isinf(task.nu):
         return None
-    return theory_reference(task.variant, L, float(task.nu), float(task.delta), float(alpha))
+    return theory_reference(task.variant, L, float(task.nu), float(task.delta), float(alpha),
+                            solve)
 
 
 # ------------------------------------------------------------------------------------------

@@ -133,10 +133,10 @@ def _with_reference(df: pd.DataFrame) -> pd.DataFrame:
         pd.Series(True, index=df.index))
     for i in df.index[need]:
         r = df.loc[i]
-        if r["alpha"] is None or (isinstance(r["alpha"], float) and math.isnan(r["alpha"])):
-            continue
+        if not all(_finite(r[k]) for k in ("alpha", "D", "nu", "delta")) or math.isinf(r["nu"]):
+            continue  # no task to look up (population or sqrtND-sized cells, nu = inf)
         task = make_task(r["variant"], L=r["L"], nu=r["nu"], delta=r["delta"], D=int(r["D"]))
-        look = ref.lookup(task, float(r["alpha"]), int(r["seed"]), -1)
+        look = ref.lookup(task, float(r["alpha"]), int(r["seed"]), -1, solve=False)
         if look is None:
             continue
         df.loc[i, "reference_error"] = look["test_error"]
@@ -145,6 +145,13 @@ def _with_reference(df: pd.DataFrame) -> pd.DataFrame:
         df.loc[i, "excess_over_reference_stderr"] = math.hypot(float(r["stderr"]),
                                                                look["stderr"])
     return df
+
+
+def _finite(x: Any) -> bool:
+    try:
+        return x is not None and not math.isnan(float(x))
+    except (TypeError, ValueError):
+        return False
 
 
 def best_lam(df: pd.DataFrame) -> pd.DataFrame:
