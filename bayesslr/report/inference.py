@@ -157,14 +157,16 @@ def _finite(x: Any) -> bool:
 def best_lam(df: pd.DataFrame) -> pd.DataFrame:
     """ERM rows: keep, per method and setting, the ``lam`` with the lowest seed-mean error (the
     paper's grid search, spec section 4)."""
-    erm = df[df["algorithm"].str.startswith("erm")]
+    is_erm = df["algorithm"].astype(str).str.startswith("erm")
+    erm = df[is_erm].copy()
     if erm.empty or "lam" not in erm:
         return df
     keys = ["method", *SETTING]
-    means = erm.groupby([*keys, "lam"], dropna=False)["test_error"].mean().reset_index()
-    best = means.loc[means.groupby(keys, dropna=False)["test_error"].idxmin()]
-    keep = erm.merge(best[[*keys, "lam"]], on=[*keys, "lam"])
-    return pd.concat([df[~df["algorithm"].str.startswith("erm")], keep], ignore_index=True)
+    erm["_setting"] = erm[keys].astype(str).agg("|".join, axis=1)
+    means = erm.groupby(["_setting", "lam"])["test_error"].mean()
+    best = set(means.groupby(level=0).idxmin().tolist())
+    keep = erm[[(k, lam) in best for k, lam in zip(erm["_setting"], erm["lam"], strict=True)]]
+    return pd.concat([df[~is_erm], keep.drop(columns="_setting")], ignore_index=True)
 
 
 def summarize(df: pd.DataFrame) -> pd.DataFrame:
