@@ -162,7 +162,7 @@ def best_lam(df: pd.DataFrame) -> pd.DataFrame:
     if erm.empty or "lam" not in erm:
         return df
     keys = ["method", *SETTING]
-    erm["_setting"] = erm[keys].astype(str).agg("|".join, axis=1)
+    erm["_setting"] = ["|".join(map(str, t)) for t in erm[keys].itertuples(index=False)]
     means = erm.groupby(["_setting", "lam"])["test_error"].mean()
     best = set(means.groupby(level=0).idxmin().tolist())
     keep = erm[[(k, lam) in best for k, lam in zip(erm["_setting"], erm["lam"], strict=True)]]
