@@ -170,7 +170,8 @@ class Opt:
                              low=None if self.low is None else int(math.ceil(self.low)),
                              high=None if self.high is None else int(math.floor(self.high)))
         except ConfigError:
-            raise self._bad(value, "is not allowed" if _is_number(value)
+            integral = _is_number(value) and float(value) == int(float(value))
+            raise self._bad(value, "is out of range" if integral
                             else "is not an integer") from None
 
     def _real(self, value: Any) -> float:

@@ -43,7 +43,7 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.optimize
 
-from bayesslr.activations import Activation, get_activation
+from bayesslr.activations import ACTIVATIONS, Activation, get_activation
 from bayesslr.channel import ChannelSamples, sample_channel
 from bayesslr.jaxconfig import Array
 from bayesslr.methods import Cell, PlotStyle, Resources, common, outputs, register
@@ -443,7 +443,7 @@ def best_excess_risk(task: TaskConfig, activation: str, *, samples: int = DEFAUL
 # ----------------------------------------------------------------------------------------------
 # registry entry: population:<bayes|activation>
 # ----------------------------------------------------------------------------------------------
-POPULATION_ACTIVATIONS = ("bayes", "softmax", "linear", "erf", "softplus")
+POPULATION_ACTIVATIONS: tuple[str, ...] = ("bayes", *ACTIVATIONS)  # every activation, and Bayes
 
 SCHEMA = Schema("population", (
     Opt("samples", DEFAULT_SAMPLES, "int", low=6, high=10**9,

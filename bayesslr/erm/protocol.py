@@ -152,8 +152,8 @@ class ERMResult:
         The seeds fitted.
     lam : float
         The ``lam`` used (the chosen one under ``lam = "validation"``).
-    test_error, stderr, risk, risk_stderr, oracle_error, excess_over_oracle,
-    excess_over_oracle_stderr : ndarray
+    test_error, stderr, risk, risk_stderr, oracle_error, oracle_error_stderr,
+    excess_over_oracle, excess_over_oracle_stderr : ndarray
         Per seed, see :class:`bayesslr.metrics.TestErrors` (``stderr``: the test-set Monte
         Carlo error of that seed's ``test_error``).
     train_loss : ndarray
@@ -186,6 +186,7 @@ class ERMResult:
     risk: np.ndarray
     risk_stderr: np.ndarray
     oracle_error: np.ndarray
+    oracle_error_stderr: np.ndarray
     excess_over_oracle: np.ndarray
     excess_over_oracle_stderr: np.ndarray
     train_loss: np.ndarray
@@ -222,6 +223,7 @@ class ERMResult:
             "stderr": over_seeds(self.test_error, self.stderr),
             "stderr_test": float(np.sqrt(np.mean(self.stderr**2) / s)),
             "risk": float(np.mean(self.risk)), "oracle_error": float(np.mean(self.oracle_error)),
+            "oracle_error_stderr": over_seeds(self.oracle_error, self.oracle_error_stderr),
             "excess_over_oracle": float(np.mean(gap)),
             "excess_over_oracle_stderr": over_seeds(gap, self.excess_over_oracle_stderr),
             "train_loss": float(np.mean(self.train_loss)),
@@ -451,6 +453,7 @@ def erm_fit(task: TaskConfig, activation: str, n_train: int, lam: float | str, *
     return ERMResult(
         seeds=seeds, lam=float(lam), test_error=errs.test_error, stderr=errs.stderr,
         risk=errs.risk, risk_stderr=errs.risk_stderr, oracle_error=errs.oracle_error,
+        oracle_error_stderr=errs.oracle_error_stderr,
         excess_over_oracle=errs.excess_over_oracle,
         excess_over_oracle_stderr=errs.excess_over_oracle_stderr,
         train_loss=np.asarray(train[:, 0]), objective=np.asarray(res.objective),
