@@ -38,8 +38,8 @@ from bayesslr.report.figures import NothingToPlot
 # to the preset's methods)
 LEADERBOARD_FAMILIES: tuple[str, ...] = ("inference", "erm", "amp")
 SETTING = ("variant", "L", "nu", "delta", "alpha", "D")
-ALGO_COLORS = {"nuts": "C0", "hmc": "C1", "gibbs": "C2", "advi": "C3", "lowrank": "C4",
-               "map": "C5", "smc": "C6", "erm": "C7", "amp": "C8"}
+ALGO_COLORS = {"nuts": "C0", "hmc": "C1", "gibbs": "C2", "dgibbs": "C9", "advi": "C3",
+               "lowrank": "C4", "map": "C5", "smc": "C6", "erm": "C7", "amp": "C8"}
 START_STYLES = {"teacher": ":", "random": "-", "anneal": "--", "prior": "-", "": "-."}
 START_MARKERS = {"teacher": "s", "random": "o", "anneal": "^", "prior": "D"}
 COLUMNS = ("test_error", "stderr", "excess_over_reference", "excess_over_reference_stderr",
@@ -236,7 +236,7 @@ def error_vs_cost(df: pd.DataFrame) -> Figure:
                 ax.axhline(y.mean(), color=ALGO_COLORS.get(alg.split(":")[0], "k"), lw=1,
                            ls="-.", label=alg)
                 continue
-            ax.errorbar(x, y, yerr=np.nan_to_num(e), color=ALGO_COLORS[alg],
+            ax.errorbar(x, y, yerr=np.nan_to_num(e), color=ALGO_COLORS.get(alg, "k"),
                         ls=START_STYLES.get(start, "-"), marker=START_MARKERS.get(start, "o"),
                         ms=4, capsize=2,
                         label=f"{alg} ({start})")
@@ -283,7 +283,8 @@ def trapped(df: pd.DataFrame) -> Figure:
         raise NothingToPlot("no inference:* results with a reference")
     s = s.loc[s.groupby(["algorithm", "start", *SETTING])["budget"].idxmax()]
     rows = sorted({(a, st) for a, st in zip(s["algorithm"], s["start"], strict=True)},
-                  key=lambda r: (list(ALGO_COLORS).index(r[0]), r[1]))
+                  key=lambda r: (list(ALGO_COLORS).index(r[0]) if r[0] in ALGO_COLORS
+                                 else len(ALGO_COLORS), r[0], r[1]))
     cols = _settings(s)
     z = np.full((len(rows), len(cols)), np.nan)
     txt = [["" for _ in cols] for _ in rows]
