@@ -20,7 +20,8 @@ Printed ratios (one run, one process): ``grid / mean single`` (the issue's targe
 its slowest member), ``grid / sum of singles`` and ``grid / grid_nocompact``; evaluations of
 each side. The ``evalmodel_`` ratios compare the same runs in evaluation time (the shared
 passes each side ran at each batch size, times the best-of-7 time of one evaluation at that
-size), which a loaded machine disturbs far less than the wall times. Results and the load at the time are in ``benchmarks/README.md`` (section ERM).
+size), which a loaded machine disturbs far less than the wall times. Results and the load at
+the time are in ``benchmarks/README.md`` (section ERM).
 
 Run: ``.venv/bin/python benchmarks/bench_erm_lam_grid.py [--D 400] [--seeds 4] [--repeats 1]``;
 or ``.venv/bin/python -m pytest benchmarks/bench_erm_lam_grid.py --benchmark-only`` for

@@ -170,7 +170,7 @@ def run(sqrtND: float = 1e4, alpha: float = 5.0, lam: float = 0.1, activation: s
     out["ratio_cpu_fit_over_floor_x_evals"] = c.cpu / (out["floor_cpu_s"] * evals)
     for k in ("fit_s", "fit_cpu_s", "evaluations", "ratio_fit_over_floor_x_evals"):
         show(out, k)
-    del data, X, Xn, u2
+    data = X = Xn = u2 = None  # free the training tokens before the test set is drawn
     # -- scoring on fresh test data (compiled by a first call, then timed)
     def score():
         return _score(res.params, key, task=task, n_test=n_test, act=act,

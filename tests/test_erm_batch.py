@@ -56,7 +56,7 @@ def test_one_pass_evaluation_equals_autodiff(name):
     weight = (jnp.arange(103) < 80).astype(jnp.float32)
     for w in (None, weight):
         f0 = objective_batch(act, p, data, lam, 2 * lam, w)
-        g0 = jax.grad(lambda q: jnp.sum(objective_batch(act, q, data, lam, 2 * lam, w)))(p)
+        g0 = jax.grad(lambda q, w=w: jnp.sum(objective_batch(act, q, data, lam, 2 * lam, w)))(p)
         for chunk in (7, None):
             f1, g1 = value_and_grad_batch(act, p, data, lam, 2 * lam, w, chunk=chunk)
             np.testing.assert_allclose(f1, f0, rtol=1e-4)
@@ -71,8 +71,8 @@ def test_streamed_draw_is_sample_task(variant, L, nu):
     terms: the same Threefry bits, the same operations; only XLA's fusion of the float
     arithmetic differs (as between any two compilations of ``sample_task``), so values agree
     to float32 rounding: 4 ulp of numbers of order 5 is 2.4e-6."""
-    from bayesslr.erm import stream as S
     from bayesslr.activations import predict
+    from bayesslr.erm import stream as S
     from bayesslr.metrics import oracle_terms
 
     t = make_task(variant, L=L, nu=nu, delta=0.01, D=37)

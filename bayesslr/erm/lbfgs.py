@@ -283,11 +283,12 @@ def lbfgs_solve_compact(act: Activation, params0: Params, data: Data, lam_k: Any
     """:func:`lbfgs_solve_batch`, with the batch shrunk as its members stop (not traceable).
 
     The members run together until the active ones fit the next smaller power of two; they are
-    then moved to a batch of that size (frozen copies pad it), and so on down to one member. A stopped member therefore stops costing evaluations: the batch costs about
-    its slowest member's evaluations at the cost of a small batch, instead of at the cost of the
-    full one. Each member's iterations are those of a run on its own (its history, line search
-    and stopping test never depend on the others; only the rounding of the shared matrix
-    products can differ with the batch size). Batch sizes are powers of two below ``G`` (and
+    then moved to a batch of that size (frozen copies pad it), and so on down to one member. A
+    stopped member therefore stops costing evaluations: the batch costs about its slowest
+    member's evaluations at the cost of a small batch, instead of at the cost of the full one.
+    Each member's iterations are those of a run on its own (its history, line search and
+    stopping test never depend on the others; only the rounding of the shared matrix products
+    can differ with the batch size). Batch sizes are powers of two below ``G`` (and
     ``G`` itself), so a sweep compiles the solver at most ``1 + log2 G`` times per data shape.
 
     Parameters
@@ -331,7 +332,8 @@ def lbfgs_solve_compact(act: Activation, params0: Params, data: Data, lam_k: Any
         if passes is not None:  # the member active longest in this stage counts its passes
             passes[size] = passes.get(size, 0) + int(jnp.max(cur.evals - before))
         slots = np.flatnonzero(real)
-        full = jax.tree_util.tree_map(lambda F, C: F.at[members[slots]].set(C[slots]),
+        at = members[slots]
+        full = jax.tree_util.tree_map(lambda F, C, at=at, slots=slots: F.at[at].set(C[slots]),
                                       full, cur)
         active = np.asarray(_active(cur, max_iter, gtol, scale)) & real
         n_active = int(active.sum())
@@ -342,7 +344,7 @@ def lbfgs_solve_compact(act: Activation, params0: Params, data: Data, lam_k: Any
         members = np.concatenate([keep, np.full(new - n_active, keep[0])])
         real = np.arange(new) < n_active
         idx = jnp.asarray(members)
-        cur = jax.tree_util.tree_map(lambda F: F[idx], full)
+        cur = jax.tree_util.tree_map(lambda F, idx=idx: F[idx], full)
         cur = cur._replace(stalled=cur.stalled | jnp.asarray(~real))  # padding stays frozen
         lk, lv = lam_k[idx], lam_v[idx]
     return _result_jit(full, data, weight, gtol)

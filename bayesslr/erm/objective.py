@@ -164,7 +164,8 @@ def value_and_grad_batch(act: Activation, params: Params, data: Data, lam_k: Arr
     # S independent loops over contiguous ranges of chunks: no data dependency between them,
     # so XLA's CPU runtime may run them on different cores
     ends = [round(n_chunks * (j + 1) / S) for j in range(S)]
-    parts = [jax.lax.fori_loop(lo, hi, body, carry) for lo, hi in zip([0, *ends[:-1]], ends)]
+    parts = [jax.lax.fori_loop(lo, hi, body, carry)
+             for lo, hi in zip([0, *ends[:-1]], ends, strict=True)]
     f, gW, gth = jax.tree_util.tree_map(lambda *a: sum(a[1:], a[0]), *parts)
     k, v = params["k"], params["v"]
     F = (f + 0.5 * (lam_k * jnp.sum(k * k, -1) + lam_v * jnp.sum(v * v, -1))) / n_eff
