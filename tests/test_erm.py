@@ -175,6 +175,7 @@ def test_cli_json_contract(capsys):
 @pytest.mark.parametrize("argv,needle", [
     (["--lam", "-1"], "lam="),
     (["--lam", "often"], "lam="),
+    (["--lam", "auto"], "lam='auto'"),
     (["--activation", "relu"], "activation="),
     (["--init", "lucky"], "init="),
     (["--seeds", "0"], "seeds="),

@@ -50,8 +50,9 @@ def erm(
     delta: DeltaOpt = "0",
     alpha: str = typer.Option("5", help="Sample ratio alpha = N/D > 0."),
     lam: str = typer.Option(
-        "0.1", help="Ridge penalty lam >= 0 on k and v, or 'validation' (grid search on "
-                    "held-out training data)."),
+        "0.1", help="Ridge penalty lam >= 0 on k and v, 'validation' (grid search on "
+                    "held-out training data) or 'replica' (the replica theory's optimal lam at "
+                    "this task and alpha, cached on disk)."),
     activation: str = typer.Option("softmax", help=f"One of: {', '.join(ERM_ACTIVATIONS)}."),
     D: str = typer.Option(None, "--D", help="Token dimension D (integer >= 1)."),
     sqrtND: str = typer.Option(
