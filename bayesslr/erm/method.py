@@ -100,24 +100,37 @@ def _memory(cell: Cell, opts: Mapping[str, Any]) -> Resources:
 # cost model (calibrated on measured cells: benchmarks/README.md, section "Cost model")
 # ----------------------------------------------------------------------------------------------
 ERM_COST = {
-    "overhead_s": 3.0,  # imports, compilation of a new shape (amortised over a sweep)
-    "draw_s_per_element": 1.5e-9,  # training or test tokens drawn, per N L D element
-    "pass_s_per_element": 2.5e-10,  # one evaluation (forward + backward), G = 1
+    # process CPU seconds, measured under load 16-33 on the 2-core development machine
+    # (benchmarks/bench_erm_paper.py, bench_erm_passes.py, bench_paper_subset.py)
+    "overhead_s": 3.0,  # compilation of a new shape, amortised over the seeds sharing it
+    "draw_s_per_element": 2.0e-8,  # tokens drawn (Threefry + erfinv), per N L D element
+    "pass_s_per_element": 1.0e-9,  # one evaluation (forward + backward), G = 1
     "member_cost": 0.3,  # each further member of a batch adds this fraction of a pass
-    "evals_fixed": 200,  # evaluations of one fit at a fixed (or replica) lam
-    "evals_grid": 3.0,  # a compacted validation grid costs this many single fits
+    "evals_fixed": 220,  # evaluations of one fit at a fixed (or replica) lam
+    "grid_passes_per_max_iter": 1.2,  # the validation search's passes (in single-member
+    # passes), per max_iter: its slowest member (lam = 1e-3) often runs to max_iter
 }
 
 
 def _cost(cell: Cell, opts: Mapping[str, Any]) -> float:
+    """Core-seconds of one cell: ``seeds x (fit + draw)`` plus the amortised compilation.
+
+    A fixed (or ``replica``) ``lam`` costs ``evals_fixed`` passes over the ``N L D`` training
+    tokens; ``validation`` adds its grid search (``grid_passes_per_max_iter x max_iter``
+    passes: the smallest penalty of the grid runs to the iteration cap at most sizes, the others
+    ride along in the shrinking batch) and a second draw of the training set. Restarts multiply
+    the members of every batch.
+    """
     D, N, L = _sizes(cell)
     c = ERM_COST
     R = opts["restarts"]
-    one_pass = c["pass_s_per_element"] * N * L * D
-    fit = c["evals_fixed"] * one_pass * (1 + c["member_cost"] * (R - 1))
+    one_pass = c["pass_s_per_element"] * N * L * D * (1 + c["member_cost"] * (R - 1))
+    fit = c["evals_fixed"] * one_pass
+    n_draw = N + opts["n_test"]
     if cell.lam == "validation":
-        fit *= 1 + c["evals_grid"]
-    draw = c["draw_s_per_element"] * (N + opts["n_test"]) * L * D
+        fit += c["grid_passes_per_max_iter"] * opts["max_iter"] * one_pass
+        n_draw += N
+    draw = c["draw_s_per_element"] * n_draw * L * D
     return c["overhead_s"] + opts["seeds"] * (fit + draw)
 
 
