@@ -107,7 +107,7 @@ ERM_COST = {
     "pass_s_per_element": 1.0e-9,  # one evaluation (forward + backward), G = 1
     "member_cost": 0.3,  # each further member of a batch adds this fraction of a pass
     "evals_fixed": 220,  # evaluations of one fit at a fixed (or replica) lam
-    "grid_passes_per_max_iter": 1.2,  # the validation search's passes (in single-member
+    "grid_passes_per_max_iter": 1.3,  # the validation search's passes (in single-member
     # passes), per max_iter: its slowest member (lam = 1e-3) often runs to max_iter
 }
 
