@@ -13,6 +13,11 @@ Layout of ``OUT/dataset.nc`` (netCDF4 groups, h5netcdf):
   output (``step``, ``iteration``). Its variables are the family's outputs (declared ones first,
   with CF ``long_name``/``units`` from the registry), and ``status``, ``error``, ``runtime_s``
   per cell.
+* an option that tells apart cells which otherwise coincide (two ``gd`` runs that differ only
+  in ``init``) becomes a dimension of its family named after the option (coordinate: the
+  option's values as text), placed before ``seed``; without it one run would overwrite the
+  other. A list output named like its own dimension (``gd``'s ``step``) gives that dimension's
+  coordinate when every cell recorded the same values, else it is stored as ``<name>_used``.
 
 Why groups rather than one hypercube: with every method in one dataset, each cell was
 broadcast over every coordinate of every other family (a population risk over ``alpha``,
@@ -80,11 +85,12 @@ def git_revision() -> str:
     return rev + ("-dirty" if dirty else "")
 
 
-def output_name(key: str) -> str:
-    """Dataset variable of a method output: a name taken by a dimension or by the runner's own
-    variables gets the suffix ``_used`` (``lam`` -> ``lam_used``: the penalty a
-    ``"validation"`` cell chose; ``D`` -> ``D_used``)."""
-    return f"{key}_used" if key in RESERVED else key
+def output_name(key: str, extra: frozenset[str] | set[str] = frozenset()) -> str:
+    """Dataset variable of a method output: a name taken by a dimension (``extra``: a
+    family's own ones, option or list dimensions) or by the runner's own variables gets the
+    suffix ``_used`` (``lam`` -> ``lam_used``: the penalty a ``"validation"`` cell chose;
+    ``D`` -> ``D_used``; ``init`` -> ``init_used`` where ``init`` is a dimension)."""
+    return f"{key}_used" if key in RESERVED or key in extra else key
 
 
 def _lam_coord(values: list[Any]) -> tuple[np.ndarray, list[Any]]:
@@ -104,8 +110,35 @@ def _is_number(s: str) -> bool:
     return True
 
 
+def _option_text(spec: MethodSpec, cell: Any, key: str) -> str:
+    """The value of option ``key`` of a cell (its default when unset) as coordinate text."""
+    v = cell.options.get(key, spec.schema[key].default if key in spec.schema else None)
+    if isinstance(v, list | tuple):
+        return ",".join(format_value(x) for x in v)
+    return "" if v is None else format_value(v)
+
+
+def split_options(spec: MethodSpec, records: Sequence[CellRecord]) -> list[str]:
+    """Options whose values differ between cells that share every coordinate (method, the
+    family's dims, seed): they become dimensions (see the module docstring)."""
+    dims = [d for d in PARAM_DIMS if d in spec.dims]
+    by_point: dict[tuple, list[CellRecord]] = {}
+    for r in records:
+        point = (r.cell.method, r.cell.seed, *(getattr(r.cell, d) for d in dims))
+        by_point.setdefault(point, []).append(r)
+    keys: list[str] = []
+    for recs in by_point.values():
+        if len(recs) < 2:
+            continue
+        names = sorted({k for r in recs for k in r.cell.options})
+        for k in names:
+            if k not in keys and len({_option_text(spec, r.cell, k) for r in recs}) > 1:
+                keys.append(k)
+    return keys
+
+
 def _coords(spec: MethodSpec, records: Sequence[CellRecord],
-            methods: Sequence[str]) -> dict[str, list[Any]]:
+            methods: Sequence[str], split: Sequence[str] = ()) -> dict[str, list[Any]]:
     coords: dict[str, list[Any]] = {"method": list(methods)}
     for d in PARAM_DIMS:
         if d not in spec.dims:
@@ -119,6 +152,8 @@ def _coords(spec: MethodSpec, records: Sequence[CellRecord],
             coords[d] = _lam_coord(vals)[1]
         else:
             coords[d] = sorted(set(vals))
+    for k in split:
+        coords[k] = sorted({_option_text(spec, r.cell, k) for r in records})
     coords["seed"] = sorted({r.cell.seed for r in records})
     return coords
 
@@ -145,30 +180,43 @@ def _list_value(v: Any) -> list[Any] | None:
 def family_dataset(spec: MethodSpec, records: Sequence[CellRecord],
                    methods: Sequence[str]) -> xr.Dataset:
     """The dense dataset of one family's records (see the module docstring)."""
-    coords = _coords(spec, records, methods)
+    split = split_options(spec, records)
+    coords = _coords(spec, records, methods, split)
     dims = list(coords)
     shape = tuple(len(coords[d]) for d in dims)
     lam_text = "lam" in coords and any(isinstance(v, str) for v in coords["lam"])
     index = {d: {_coord_key(d, v, lam_text): i for i, v in enumerate(coords[d])} for d in dims}
     list_dims = {o.name: o.dim for o in spec.outputs if o.dim is not None}
+    # a list output named like its dimension: the coordinate if every cell agrees
+    dim_values: dict[str, list[Any]] = {}
+    for k, dim in list(list_dims.items()):
+        if k != dim:
+            continue
+        seen = {json.dumps(_list_value(r.outputs.get(k)) or []) for r in records}
+        if len(seen) == 1 and (vals := _list_value(records[0].outputs.get(k))):
+            dim_values[dim] = vals
+        else:  # stored as <name>_used, along its dimension
+            list_dims[f"{k}_used"] = list_dims.pop(k)
+    split_set = set(split)
 
     names: list[str] = []
     text_vars: set[str] = set()
     lengths: dict[str, int] = {}
     for r in records:
         for k, v in r.outputs.items():
-            if k == "runtime_s":  # the runner's wall time of the cell is kept instead
+            if k == "runtime_s" or k in dim_values:  # runner's wall time kept; coordinate
                 continue
-            name = output_name(k)
+            name = output_name(k, split_set | set(list_dims.values()))
             if name not in names:
                 names.append(name)
-            if k in list_dims:
+            if name in list_dims:
                 n = len(_list_value(v) or [])
-                dim = list_dims[k]
+                dim = list_dims[name]
                 lengths[dim] = max(lengths.get(dim, 0), n)
             elif isinstance(v, str):
                 text_vars.add(name)
-    declared = [output_name(o.name) for o in spec.outputs]
+    declared = [output_name(o.name, split_set | set(list_dims.values()))
+                for o in spec.outputs]
     order = [k for k in declared if k in names] + [k for k in names if k not in declared]
     var_dims: dict[str, tuple[str, ...]] = {}
     arrays: dict[str, np.ndarray] = {}
@@ -183,16 +231,21 @@ def family_dataset(spec: MethodSpec, records: Sequence[CellRecord],
 
     # broadcast cells first (most unset fields first), explicit cells overwrite them
     def n_unset(r: CellRecord) -> int:
-        return sum(getattr(r.cell, d) is None for d in dims if d not in {"method", "seed"})
+        return sum(getattr(r.cell, d) is None for d in dims
+                   if d not in {"method", "seed"} and d not in split_set)
 
     for r in sorted(records, key=n_unset, reverse=True):
         idx = []
         for d in dims:
+            if d in split_set:
+                idx.append([index[d][_option_text(spec, r.cell, d)]])
+                continue
             v = r.cell.seed if d == "seed" else getattr(r.cell, d)
             idx.append(list(range(len(coords[d]))) if v is None
                        else [index[d][_coord_key(d, v, lam_text)]])
         sel = np.ix_(*idx)
-        outputs = {output_name(k): v for k, v in r.outputs.items()}
+        outputs = {output_name(k, split_set | set(list_dims.values())): v
+                   for k, v in r.outputs.items()}
         for k in order:
             v = outputs.get(k)
             if k in list_dims:
@@ -212,14 +265,16 @@ def family_dataset(spec: MethodSpec, records: Sequence[CellRecord],
     for d in dims:
         if d == "lam":
             coord_arrays[d] = _lam_coord(coords[d])[0]
-        elif d in {"method", "variant", "L"}:
+        elif d in {"method", "variant", "L"} or d in split_set:
             coord_arrays[d] = np.array(coords[d], dtype=str)
         elif d in {"D", "seed"}:
             coord_arrays[d] = np.array(coords[d], dtype=np.int64)
         else:
             coord_arrays[d] = np.array(coords[d], dtype=float)
     for dim, n in lengths.items():
-        coord_arrays[dim] = np.arange(n)
+        vals = dim_values.get(dim)
+        coord_arrays[dim] = np.asarray(vals) if vals is not None and len(vals) == n \
+            else np.arange(n)
     data_vars = {}
     for k, arr in arrays.items():
         if arr.dtype == object:
