@@ -53,7 +53,8 @@ class NothingToPlot(Exception):
 def groups(results: Results) -> dict[str, xr.Dataset]:
     """``family -> Dataset`` of a results tree (or of a mapping, returned as a dict)."""
     if isinstance(results, xr.DataTree):
-        return {name: node.to_dataset() for name, node in results.children.items()}
+        return {name: node.to_dataset() for name, node in results.children.items()
+                if name != "cells"}
     return dict(results)
 
 
