@@ -11,13 +11,14 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 import xarray as xr
 from conftest import run_cli
 from matplotlib.figure import Figure
 
 from bayesslr.methods import Cell, get_method
-from bayesslr.report import FIGURES, NothingToPlot, all_verdicts, write_report
+from bayesslr.report import FIGURES, NothingToPlot, all_verdicts, tables, write_report
 from bayesslr.report import claims as C
 from bayesslr.report.figures import curve, legibility_problems, sizes_of
 from bayesslr.sweep.dataset import family_dataset
@@ -276,6 +277,24 @@ def test_verdicts_turn_when_the_data_do():
     assert _status(v["population"], "softmax attention reaches").status == C.FAILS
 
 
+def test_tuned_lam_erm_compared_with_the_optimal_lam_replica():
+    """The paper preset's protocol: ERM with lam='validation' against the replica at
+    lam='optimal' (no common numeric lam) is still compared, as 'lam tuned'."""
+    recs = []
+    for seed in (0, 1, 2):
+        recs.append(_rec("erm:softmax", {"test_error": 0.50 + 0.01 * seed, "stderr": 0.01},
+                         variant="spiked", L="3", nu=2.0, delta=0.01, alpha=5.0,
+                         lam="validation", sqrtND=1e4, seed=seed))
+    th = [_rec("theory_erm:softmax", {"test_error": 0.51, "stderr": 0.002}, variant="spiked",
+               L="3", nu=2.0, delta=0.01, alpha=5.0, lam="optimal")]
+    tree = xr.DataTree(xr.Dataset(), children={
+        "erm": xr.DataTree(family_dataset(get_method("erm:softmax"), recs, ["erm:softmax"])),
+        "theory_erm": xr.DataTree(family_dataset(get_method("theory_erm:softmax"), th,
+                                                 ["theory_erm:softmax"]))})
+    v = _status(C.finite_sample_claims(tree), "L-BFGS ERM")
+    assert v.status == C.HOLDS and "\u03bb tuned" in v.evidence and "sqrtND=10000" in v.evidence
+
+
 def test_decision_rule():
     assert C.less(1.0, 0.1, 1.5, 0.1) == C.HOLDS            # 0.5 > 2 * 0.14
     assert C.less(1.0, 0.1, 1.2, 0.1) == C.UNDECIDED        # 0.2 < 2 * 0.14
@@ -286,6 +305,11 @@ def test_decision_rule():
     assert C.combine([C.HOLDS, C.UNDECIDED]) == C.UNDECIDED
     assert C.combine([C.HOLDS, C.FAILS, C.UNDECIDED]) == C.FAILS
     assert C.combine([]) == C.UNDECIDED
+    # few seeds: the Student-t threshold (2 seeds, one degree of freedom) cannot be met by luck
+    assert C.critical(math.inf) == 2.0
+    assert C.critical(1) == pytest.approx(13.97, abs=0.05)
+    assert C.less(1.0, 0.1, 1.5, 0.0, dof_a=1) == C.UNDECIDED
+    assert C.less(1.0, 0.1, 1.5, 0.0, dof_a=30) == C.HOLDS
 
 
 @pytest.mark.parametrize("keep", [
@@ -300,6 +324,9 @@ def test_absent_families_degrade_gracefully(keep):
             assert str(why)
     for vs in all_verdicts(tree).values():
         assert vs and all(v.status in C.STATUSES for v in vs)
+    for table in (tables.population_table, tables.population_pivot,
+                  tables.finite_sample_table, tables.trajectory_table, tables.sampler_table):
+        assert isinstance(table(tree), pd.DataFrame)
 
 
 def test_report_verb(capsys, tmp_path):

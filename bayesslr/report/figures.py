@@ -268,12 +268,12 @@ def _plain_log(ax: Axes, axis: str = "y") -> None:
     a.set_minor_formatter(NullFormatter())
 
 
-def _xjitter(x: np.ndarray, i: int, n: int, log: bool = False) -> np.ndarray:
-    """Offsets markers of ``n`` series drawn at the same ``x`` so their error bars separate."""
+def _xjitter(x: np.ndarray, i: int, n: int) -> np.ndarray:
+    """Offsets markers of ``n`` series drawn at the same ``x`` (by 2.5% of ``x`` each) so their
+    error bars separate."""
     if n <= 1:
         return x
-    off = 0.025 * (i - (n - 1) / 2)
-    return x * (1.0 + off) if not log else x * 10 ** off
+    return x * (1.0 + 0.025 * (i - (n - 1) / 2))
 
 
 # --------------------------------------------------------------------------------------------
@@ -893,12 +893,12 @@ def sampler_diagnostics(results: Results) -> Figure:
                         for s, fill, name in ((bulk, col, f"{start} start"),
                                               (tail, "white", "_tail")):
                             if s is not None:
-                                series.append((s[0], s[1] / grads[1], None, fill, name))
+                                series.append((s[0], s[1] / grads[1], fill, name))
                 else:
                     s = _start_series(sub, start, var)
                     if s is not None:
-                        series.append((s[0], s[1], None, col, f"{start} start"))
-                for x, y, _, fill, label in series:
+                        series.append((s[0], s[1], col, f"{start} start"))
+                for x, y, fill, label in series:
                     ok = np.isfinite(y)
                     ax.plot(_xjitter(x, j, len(starts))[ok], y[ok], mk, color=col, mfc=fill,
                             ms=7, label=label, ls="none")
