@@ -63,7 +63,9 @@ show.table(tables.finite_sample_table(tree) if tree is not None else None,
 # ## What the data says about the paper's claims
 #
 # Same rule as everywhere in the report: two estimates are compared through their difference
-# and its standard error (two standard errors decide); the evidence lists every point.
+# and its standard error; two standard errors decide, more when an error bar is the spread of
+# a few seeds (the Student-t quantile of its degrees of freedom, column `dof` above: 3.3 for
+# four seeds). The evidence lists every point.
 
 # %%
 show.verdicts(claims.finite_sample_claims, tree)

@@ -20,7 +20,7 @@ import pandas as pd
 import xarray as xr
 
 from bayesslr.report.claims import Verdict
-from bayesslr.report.figures import FIGURES, NothingToPlot, Results
+from bayesslr.report.figures import FIGURES, NothingToPlot, Results, groups
 from bayesslr.task import ConfigError
 
 DEFAULT_RESULTS = "results/quick"
@@ -61,7 +61,7 @@ def open_results(results: str | Path | None) -> xr.DataTree | None:
                 return None
             print(f"Results: {p.resolve()} ({tree.attrs.get('title', 'a sweep')}, "
                   f"revision {tree.attrs.get('git_revision', '?')}; families: "
-                  f"{', '.join(tree.children) or 'none'}).")
+                  f"{', '.join(groups(tree)) or 'none'}).")
             return tree
         print(f"No results at {p} (run 'bayesslr run --preset quick --out {p}' first, or set "
               "BAYESSLR_RESULTS to a results directory).")
@@ -103,14 +103,16 @@ def figure(which: str | Callable[[Results], object], results: Results | None, *,
 
 def table(df: pd.DataFrame | None, what: str, *, columns: Sequence[str] | None = None,
           digits: int = 4) -> None:
-    """Display a table of numbers (rounded), or a sentence when it is empty."""
+    """Display a table, numbers to ``digits`` significant digits, or a sentence when it is
+    empty."""
     if df is None or df.empty:
         print(f"No {what} in these results.")
         return
     out = df[list(columns)] if columns is not None else df
     with pd.option_context("display.max_rows", 200, "display.max_columns", 40,
-                           "display.max_colwidth", None, "display.width", 160):
-        _display(out.round(digits).reset_index(drop=True))
+                           "display.max_colwidth", None, "display.width", 160,
+                           "display.float_format", lambda x: f"{x:.{digits}g}"):
+        _display(out.reset_index(drop=True))
 
 
 class VerdictList:
