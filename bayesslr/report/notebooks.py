@@ -163,10 +163,12 @@ def _title(nb: Any, default: str) -> str:
     return default
 
 
-def kernel_env() -> dict[str, str]:
+def kernel_env(results: str | Path | None = None) -> dict[str, str]:
     """The environment of a notebook's kernel: this process's, with the directory this
     ``bayesslr`` is imported from first on ``PYTHONPATH`` (made absolute), so the kernel, which
-    runs in the output directory, draws with the same code as the command that started it."""
+    runs in the output directory, draws with the same code as the command that started it;
+    ``BAYESSLR_RESULTS`` is the results directory (for a notebook without a parameters cell
+    that reads it)."""
     import bayesslr
 
     root = str(Path(bayesslr.__file__).resolve().parents[1])
@@ -175,6 +177,8 @@ def kernel_env() -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys([root, *rest]))
     env.setdefault("MPLBACKEND", "Agg")
+    if results:
+        env["BAYESSLR_RESULTS"] = str(Path(results).resolve())
     return env
 
 
@@ -195,7 +199,7 @@ def execute(path: str | Path, results: str | Path, *, cwd: str | Path | None = N
                             extra_arguments=["--IPKernelApp.log_level=ERROR"])
     error = ""
     try:
-        client.execute(env=kernel_env())
+        client.execute(env=kernel_env(results))
     except (CellExecutionError, DeadKernelError, TimeoutError, RuntimeError) as exc:
         lines = [ln for ln in str(exc).splitlines() if ln.strip()]
         error = next((ln for ln in reversed(lines) if "Error" in ln), lines[-1] if lines
