@@ -145,9 +145,12 @@ def register(app: typer.Typer) -> None:
 
     @app.command("report")
     def report(
-        results: Path = typer.Argument(..., help="a directory written by 'bayesslr run'"),
+        results: Path = typer.Argument(None, help="a directory written by 'bayesslr run'"),
         out: Path = typer.Option(None, "--out", help="figure directory (default "
                                  "RESULTS/figures)"),
+        reference: Path = typer.Option(
+            None, "--reference", help="instead of RESULTS: draw the paper's figures from the "
+            "shipped reference results into this directory (computes nothing)"),
         formats: str = typer.Option("png,pdf", "--formats", help="comma list of png, pdf, svg"),
         notebooks: bool = typer.Option(False, "--notebooks", help="also execute the report "
                                        "notebooks on RESULTS and write each as self-contained "
@@ -155,13 +158,27 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Write the standard figures of a results directory (PNG and PDF) and the verdicts;
         with --notebooks, also the report notebooks as HTML (open index.html in a browser)."""
-        from bayesslr.report import load_results, write_report
+        from bayesslr.report import load_reference, load_results, write_report
 
         fmts = tuple(f.strip().lower() for f in formats.split(",") if f.strip())
         bad = [f for f in fmts if f not in {"png", "pdf", "svg"}]
         if bad or not fmts:
             raise ConfigError(f"formats={formats!r} is not allowed; allowed: a comma list of "
                               "png, pdf, svg")
+        if (results is None) == (reference is None):
+            raise ConfigError("give a results directory, or --reference OUT (not both); "
+                              "allowed: 'bayesslr report RESULTS' or 'bayesslr report "
+                              "--reference OUT'")
+        if reference is not None:
+            if notebooks or out is not None:
+                raise ConfigError("--reference OUT writes the figures into OUT; allowed "
+                                  "without --out and --notebooks")
+            written, skipped = write_report(load_reference(), reference, formats=fmts)
+            for name, why in skipped:
+                typer.echo(f"skipped {name}: {why}", err=True)
+            typer.echo(f"figures: {reference} ({len(written)} files, from the shipped "
+                       "reference results)")
+            return
         if notebooks:
             from bayesslr.report.notebooks import check_extra, find_notebooks
 

@@ -65,14 +65,15 @@ def open_results(results: str | Path | None) -> xr.DataTree | None:
             return tree
         print(f"No results at {p} (run 'bayesslr run --preset quick --out {p}' first, or set "
               "BAYESSLR_RESULTS to a results directory).")
-    loader = getattr(report, "load_reference", None)
-    if loader is not None:
-        tree = loader()
-        print("Showing the suite's shipped reference results instead.")
-        return tree
-    print("The suite's shipped reference results are not available in this version "
-          "(bayesslr.report.load_reference is still to come), so there is nothing to show.")
-    return None
+    try:
+        tree = report.load_reference()
+    except ConfigError as exc:
+        print(f"No results directory was given and {exc}; there is nothing to show.")
+        return None
+    print("No results directory was given: showing the suite's shipped reference results "
+          f"({tree.attrs.get('reference', '')}; reductions against the paper's sizes: "
+          f"{tree.attrs.get('reductions', '?')}).")
+    return tree
 
 
 def figure(which: str | Callable[[Results], object], results: Results | None, *,
