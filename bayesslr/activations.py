@@ -21,7 +21,7 @@ import jax.numpy as jnp
 from jax.scipy.special import erf
 
 from bayesslr.jaxconfig import Array
-from bayesslr.task import ConfigError
+from bayesslr.task import ConfigError, fields
 
 
 def _full_mask(chi: Array, mask: Array | None) -> Array:
@@ -121,7 +121,5 @@ def predict(act: Activation, X: Array, mask: Array, k: Array, v: Array,
 
     ``X`` is ``(n, L_max, D)``, ``mask`` ``(n, L_max)``; returns ``(n,)``.
     """
-    s = jnp.sqrt(X.shape[-1])
-    chi = X @ k / s
-    z = X @ v / s
+    chi, z = fields(X, k, v)
     return jnp.sum(act(chi, mask, theta) * z, axis=-1)

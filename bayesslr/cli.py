@@ -54,6 +54,9 @@ def main(argv: list[str] | None = None) -> None:
     Usage errors (unknown option, bad type) and :class:`ConfigError` (a value out of range)
     both exit with code 2 and print one line; Ctrl-C exits with 130.
     """
+    from bayesslr.jaxconfig import configure_jax
+
+    configure_jax()
     try:
         rc = app(args=argv, standalone_mode=False)
     except ConfigError as exc:

@@ -1,14 +1,16 @@
-"""The method registry: one function per method turns one *cell* of settings into scalar results.
+"""The method registry: every method family and everything the suite knows about it.
 
-This is the single code path shared by the sweep runner (:mod:`bayesslr.sweep`) and the
-single-run CLI verbs (``bayesslr population|sample|erm|theory ...``): a CLI verb is a one-cell
-sweep. A method is named ``family`` or ``family:activation`` (``erm:softmax``,
+This is the single code path shared by the sweep runner (:mod:`bayesslr.sweep`), the single-run
+CLI verbs (``bayesslr population|sample|erm|theory|amp ...``: each is a sweep of cells) and the
+Python API. A method is named ``family`` or ``family:activation`` (``erm:softmax``,
 ``population:bayes``, ``theory_bayes``, ``bayes_sampling``).
 
-A method function has the signature ``fn(cell: Cell) -> dict[str, scalar]``. Keys are taken from
-:data:`OUTPUT_VARS` where one fits (so that every method lands in the same dataset variables);
-other keys are allowed and are stored too. Every method module registers itself with
-:func:`register`; :func:`get_method` imports the module that owns a family on first use.
+A family is registered once, with :func:`register`, and its :class:`MethodSpec` holds each fact
+about it in one place: the option schema (names, types, ranges, defaults;
+:mod:`bayesslr.options`), the declared outputs with their standard-error names, the cost and
+memory models, the plot style and the code version. :func:`validate_cell` checks a cell against
+all of it before any work starts; :func:`run_cell` validates and runs one cell through
+``fn(cell, opts)``. :func:`get_method` imports the module that owns a family on first use.
 """
 
 from __future__ import annotations
@@ -16,11 +18,13 @@ from __future__ import annotations
 import importlib
 import json
 import math
-from collections.abc import Callable, Mapping
+import os
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from bayesslr.task import ConfigError, TaskConfig, make_task
+from bayesslr.options import Schema
+from bayesslr.task import ConfigError, TaskConfig, check_int, check_real, make_task
 
 Scalar = float | int | bool | str
 
@@ -47,6 +51,13 @@ class Cell:
         Seed of teacher, data and algorithm randomness.
     options : dict
         Method options (e.g. ``draws``, ``warmup``, ``chains``, ``init``, ``samples``).
+
+    Examples
+    --------
+    >>> import bayesslr as bs
+    >>> cell = bs.Cell(method="erm:softmax", alpha=4.0, lam=0.1, sqrtND=1000)
+    >>> cell.family, cell.activation, cell.dimension(), cell.n_train()
+    ('erm', 'softmax', 500, 2000)
     """
 
     method: str
@@ -97,58 +108,229 @@ class Cell:
         return json.dumps(d, sort_keys=True)
 
 
-# CF-style metadata of the standard output variables: name -> (long_name, units)
-OUTPUT_VARS: dict[str, tuple[str, str]] = {
-    "test_error": ("test excess error (risk minus Delta) on fresh data", "1"),
-    "stderr": ("standard error of test_error", "1"),
-    "risk": ("test risk (excess + Delta)", "1"),
-    "train_loss": ("training loss per sample, 1/(2N) sum (y - f)^2", "1"),
-    "oracle_error": ("excess error of the teacher-known Bayes predictor on the same test set", "1"),
-    "m_k": ("overlap k.k*/D", "1"),
-    "q_k": ("self-overlap k.k/D", "1"),
-    "m_v": ("overlap v.v*/D", "1"),
-    "q_v": ("self-overlap v.v/D", "1"),
-    "m_kv": ("cross overlap k.v*/D", "1"),
-    "m_vk": ("cross overlap v.k*/D", "1"),
-    "q_kv": ("cross overlap k.v/D", "1"),
-    "lam": ("ridge penalty used", "1"),
-    "r_hat_max": ("largest split R-hat over parameters", "1"),
-    "ess_bulk_min": ("smallest bulk effective sample size", "1"),
-    "ess_tail_min": ("smallest tail effective sample size", "1"),
-    "divergences": ("number of divergent transitions", "1"),
-    "nishimori_gap": ("max |m - q| of posterior-mean overlaps", "1"),
-    "grad_evals": ("gradient evaluations", "1"),
-    "converged": ("solver or optimiser converged", "1"),
-    "iterations": ("iterations used", "1"),
-    "runtime_s": ("wall time of the cell", "s"),
-}
+# ----------------------------------------------------------------------------------------------
+# what a family declares: outputs, plot style, resources
+# ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Output:
+    """One output variable of a method family (CF metadata for the dataset).
 
-MethodFn = Callable[[Cell], dict[str, Scalar]]
+    Attributes
+    ----------
+    name : str
+        Key in the method's result dict and dataset variable name.
+    long_name : str
+        CF ``long_name``.
+    units : str
+        CF ``units`` (``"1"`` for dimensionless numbers, ``""`` for text and flags).
+    stderr : str, optional
+        Name of the output holding this one's standard error. The suite's one naming: the
+        standard error of ``test_error`` is ``stderr``, that of any other output ``X`` is
+        ``X_stderr``, and the parts a standard error is made of are ``stderr_<source>``
+        (``stderr_test``: the test-set or test-formula Monte Carlo part; ``stderr_channel``:
+        the theory's channel Monte Carlo part).
+    dim : str, optional
+        The output is a list (one value per record, e.g. per iteration or optimiser step):
+        in a dataset it is a variable with this extra dimension.
+    """
+
+    name: str
+    long_name: str
+    units: str = "1"
+    stderr: str | None = None
+    dim: str | None = None
+
+
+def outputs(*items: Output | tuple) -> tuple[Output, ...]:
+    """Build a tuple of :class:`Output` from ``Output`` objects or ``(name, long_name, ...)``."""
+    return tuple(o if isinstance(o, Output) else Output(*o) for o in items)
+
+
+# outputs shared by several families (a family lists the ones it produces, and adds its own)
+COMMON: dict[str, Output] = {o.name: o for o in outputs(
+    ("test_error", "test excess error (risk minus Delta)", "1", "stderr"),
+    ("stderr", "standard error of test_error"),
+    ("stderr_test", "part of stderr from the test set (or test formula) Monte Carlo"),
+    ("stderr_channel", "part of stderr from the theory's channel Monte Carlo"),
+    ("risk", "test risk mean (y - y_hat)^2 with the noisy test labels"),
+    ("train_loss", "training loss per sample, 1/(2N) sum (y - f)^2"),
+    ("oracle_error", "excess error of the teacher-known Bayes predictor on the same test set",
+     "1", "oracle_error_stderr"),
+    ("oracle_error_stderr", "standard error of oracle_error"),
+    ("excess_over_oracle", "test_error minus oracle_error (paired, same test set)", "1",
+     "excess_over_oracle_stderr"),
+    ("excess_over_oracle_stderr", "standard error of excess_over_oracle"),
+    ("m_k", "overlap k.k*/D"), ("q_k", "self-overlap k.k/D"),
+    ("m_v", "overlap v.v*/D"), ("q_v", "self-overlap v.v/D"),
+    ("m_kv", "cross overlap k.v*/D"), ("m_vk", "cross overlap v.k*/D"),
+    ("q_kv", "cross overlap k.v/D"),
+    ("lam", "ridge penalty used"),
+    ("r_hat_max", "largest split R-hat over parameters"),
+    ("ess_bulk_min", "smallest bulk effective sample size"),
+    ("ess_tail_min", "smallest tail effective sample size"),
+    ("divergences", "number of divergent transitions"),
+    ("nishimori_gap", "max |m - q| of posterior-mean overlaps"),
+    ("grad_evals", "gradient evaluations"),
+    ("converged", "solver, optimiser or sampler converged (see reason)", ""),
+    ("reason", "why converged is what it is", ""),
+    ("iterations", "iterations used"),
+    ("runtime_s", "wall time of the cell", "s"),
+)}
+
+
+def common(*names: str) -> tuple[Output, ...]:
+    """The shared :data:`COMMON` outputs named."""
+    return tuple(COMMON[n] for n in names)
+
+
+@dataclass(frozen=True)
+class PlotStyle:
+    """How the report draws a family (one place; the figures read it from the registry).
+
+    Attributes
+    ----------
+    kind : {"line", "marker"}
+        A curve (theory, ``D -> inf``) or markers with error bars (finite-``D`` estimates).
+    label : str
+        Legend label; ``{activation}`` is replaced by the method's activation.
+    marker, linestyle : str
+        Matplotlib marker and line style.
+    color : str, optional
+        Fixed colour; ``None`` colours by activation (:data:`ACTIVATION_COLORS`).
+    filled : bool
+        Filled markers (open ones for ERM, filled for the Bayes estimators).
+    zorder : int
+        Drawing order.
+    """
+
+    kind: str = "marker"
+    label: str = "{family}"
+    marker: str = "o"
+    linestyle: str = "-"
+    color: str | None = None
+    filled: bool = True
+    zorder: int = 2
+
+    def label_for(self, method: str) -> str:
+        family, _, act = method.partition(":")
+        return self.label.format(family=family, activation=act or family)
+
+    def color_for(self, method: str) -> str:
+        if self.color is not None:
+            return self.color
+        return ACTIVATION_COLORS.get(method.partition(":")[2], "C4")
+
+
+ACTIVATION_COLORS: dict[str, str] = {"softmax": "C0", "linear": "C1", "erf": "C2",
+                                     "softplus": "C3", "bayes": "k"}
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What one cell needs, estimated before anything is allocated.
+
+    Attributes
+    ----------
+    bytes : float
+        Peak memory (data, model state, Monte Carlo batches).
+    what : str
+        What dominates it, in words (``"training data N x L x D float32"``).
+    lower : str
+        The options or fields that lower it (named in the refusal message).
+    """
+
+    bytes: float
+    what: str = ""
+    lower: str = ""
+
+
+Options = Mapping[str, Any]
+MethodFn = Callable[[Cell, Options], dict[str, Scalar]]
+CostFn = Callable[[Cell, Options], float]
+MemoryFn = Callable[[Cell, Options], Resources]
+CheckFn = Callable[[Cell, Options], None]
+BatchFn = Callable[[list[Cell], list[Options]], list[dict[str, Scalar]]]
+BatchKeyFn = Callable[[Cell, Options], Hashable | None]
+
+
+def _no_cost(cell: Cell, opts: Options) -> float:
+    return 1.0
+
+
+def _no_memory(cell: Cell, opts: Options) -> Resources:
+    return Resources(0.0)
 
 
 @dataclass(frozen=True)
 class MethodSpec:
-    """A registered method family.
+    """A registered method family: everything the suite knows about it, in one place.
 
     Attributes
     ----------
     family : str
         Family name (prefix of the method name).
     fn : callable
-        ``fn(cell) -> dict`` of scalar outputs.
+        ``fn(cell, opts) -> dict`` of scalar outputs; ``opts`` are the cell's options
+        validated by ``schema`` with the defaults filled in.
     activations : tuple of str
         Allowed ``:activation`` suffixes (empty: the family takes none).
     needs : tuple of str
-        Cell fields that must be set (e.g. ``("alpha", "D")``).
+        Cell fields that must be set (``"D"`` is satisfied by ``sqrtND`` too).
     description : str
-        One line for ``bayesslr presets`` and docs.
+        One line for listings and docs.
+    schema : Schema
+        The family's cell options (names, types, ranges, defaults).
+    outputs : tuple of Output
+        Declared output variables (others a method returns are stored too).
+    cost : callable
+        ``cost(cell, opts)`` -> modelled core-seconds (``bayesslr run --dry-run``).
+    memory : callable
+        ``memory(cell, opts)`` -> :class:`Resources`, checked against the machine before
+        the cell (or the sweep) starts.
+    check : callable, optional
+        Further validation of a cell (values that depend on several fields).
+    plot : PlotStyle
+        How the report draws the family.
+    version : str
+        Version of the family's numerical code: a stored cell computed by another version is
+        reported (and recomputed by default) when a sweep resumes.
+    dims : tuple of str
+        Cell fields that index the family's results in a dataset (the others do not apply).
+    batch, batch_key : callable, optional
+        Cells whose ``batch_key`` is equal (and not ``None``) may run as one unit of work,
+        ``batch(cells, opts) -> outputs`` (a continuation path solved once for all its
+        ``alpha``, cells sharing their data fitted together). The contract: a batch returns
+        for each cell exactly what the cell returns alone, so a cell's stored result never
+        depends on the sweep it was part of.
     """
 
     family: str
     fn: MethodFn
-    activations: tuple[str, ...]
-    needs: tuple[str, ...]
-    description: str
+    activations: tuple[str, ...] = ()
+    needs: tuple[str, ...] = ()
+    description: str = ""
+    schema: Schema = Schema("")
+    outputs: tuple[Output, ...] = ()
+    cost: CostFn = _no_cost
+    memory: MemoryFn = _no_memory
+    check: CheckFn | None = None
+    plot: PlotStyle = PlotStyle()
+    version: str = "1"
+    dims: tuple[str, ...] = ("variant", "L", "nu", "delta", "alpha", "lam", "D", "sqrtND")
+    batch: BatchFn | None = None
+    batch_key: BatchKeyFn | None = None
+
+    @property
+    def methods(self) -> list[str]:
+        """Every method name of the family."""
+        return ([f"{self.family}:{a}" for a in self.activations] if self.activations
+                else [self.family])
+
+    def output(self, name: str) -> Output | None:
+        for o in self.outputs:
+            if o.name == name:
+                return o
+        return COMMON.get(name)
 
 
 _REGISTRY: dict[str, MethodSpec] = {}
@@ -158,18 +340,33 @@ _REGISTRY: dict[str, MethodSpec] = {}
 FAMILY_MODULES: dict[str, str] = {
     "population": "bayesslr.population",
     "erm": "bayesslr.erm.method",
+    "gd": "bayesslr.erm.method",
     "bayes_sampling": "bayesslr.bayes.method",
     "theory_erm": "bayesslr.theory.method",
     "theory_bayes": "bayesslr.theory.method",
 }
 
 
-def register(family: str, *, activations: tuple[str, ...] = (), needs: tuple[str, ...] = (),
-             description: str = "") -> Callable[[MethodFn], MethodFn]:
-    """Decorator registering ``fn`` as the method family ``family``."""
+def register(family: str, *, schema: Schema | None = None, activations: tuple[str, ...] = (),
+             needs: tuple[str, ...] = (), description: str = "",
+             outputs: tuple[Output, ...] = (), cost: CostFn | None = None,
+             memory: MemoryFn | None = None, check: CheckFn | None = None,
+             plot: PlotStyle | None = None, version: str = "1",
+             dims: tuple[str, ...] | None = None, batch: BatchFn | None = None,
+             batch_key: BatchKeyFn | None = None) -> Callable[[MethodFn], MethodFn]:
+    """Decorator registering ``fn(cell, opts)`` as the method family ``family``."""
+    if (batch is None) != (batch_key is None):
+        raise ValueError(f"family {family!r}: give both batch and batch_key, or neither")
 
     def deco(fn: MethodFn) -> MethodFn:
-        _REGISTRY[family] = MethodSpec(family, fn, tuple(activations), tuple(needs), description)
+        kw: dict[str, Any] = {}
+        if dims is not None:
+            kw["dims"] = tuple(dims)
+        _REGISTRY[family] = MethodSpec(
+            family, fn, tuple(activations), tuple(needs), description,
+            schema.renamed(family) if schema is not None else Schema(family),
+            tuple(outputs), cost or _no_cost, memory or _no_memory, check,
+            plot or PlotStyle(), str(version), batch=batch, batch_key=batch_key, **kw)
         return fn
 
     return deco
@@ -182,37 +379,145 @@ def _load(family: str) -> None:
 
 def get_method(method: str) -> MethodSpec:
     """Resolve ``family[:activation]`` to its :class:`MethodSpec`, validating the suffix."""
+    if not isinstance(method, str):
+        raise ConfigError(f"method={method!r} is not a method name; allowed: text such as "
+                          "'erm:softmax'")
     family, _, act = method.partition(":")
     _load(family)
     if family not in _REGISTRY:
-        raise ConfigError(
-            f"method={method!r} is unknown; allowed families: {', '.join(sorted(FAMILY_MODULES))}"
-        )
+        known = sorted(set(FAMILY_MODULES) | set(_REGISTRY))
+        raise ConfigError(f"method={method!r} is unknown; allowed families: {', '.join(known)}")
     spec = _REGISTRY[family]
     if spec.activations and act not in spec.activations:
         raise ConfigError(
-            f"method={method!r} needs an activation; allowed: "
-            + ", ".join(f"{family}:{a}" for a in spec.activations)
-        )
+            f"method={method!r} needs an activation; allowed: " + ", ".join(spec.methods))
     if not spec.activations and act:
         raise ConfigError(f"method={method!r}: family {family!r} takes no ':activation' suffix")
     return spec
 
 
-def known_methods() -> list[str]:
-    """Every valid method name."""
-    out = []
-    for family in sorted(FAMILY_MODULES):
+def registered(family: str) -> MethodSpec | None:
+    """The family's spec if its module has registered it (nothing is imported)."""
+    return _REGISTRY.get(family)
+
+
+def families() -> dict[str, MethodSpec]:
+    """Every registered family (the built-in ones are loaded first).
+
+    Examples
+    --------
+    >>> import bayesslr as bs
+    >>> spec = bs.families()["bayes_sampling"]
+    >>> spec.schema["draws"].default, spec.schema["draws"].allowed()
+    (500, 'integer >= 2 and <= 10000000')
+    """
+    for family in FAMILY_MODULES:
         _load(family)
-        spec = _REGISTRY[family]
-        out += [f"{family}:{a}" for a in spec.activations] if spec.activations else [family]
-    return out
+    return dict(sorted(_REGISTRY.items()))
+
+
+# ----------------------------------------------------------------------------------------------
+# validation before any work, and the one code path of a cell
+# ----------------------------------------------------------------------------------------------
+def memory_limit() -> float:
+    """Bytes one cell may use: ``$BAYESSLR_MEMORY_LIMIT`` (bytes, or with a ``K/M/G`` suffix),
+    else 80% of the machine's physical memory."""
+    env = os.environ.get("BAYESSLR_MEMORY_LIMIT", "").strip()
+    if env:
+        mult = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}.get(env[-1].upper(), 1)
+        try:
+            return float(env[:-1] if mult > 1 else env) * mult
+        except ValueError:
+            raise ConfigError(f"BAYESSLR_MEMORY_LIMIT={env!r} is not a size; allowed: bytes "
+                              "or a number with K, M, G or T") from None
+    try:
+        return 0.8 * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # not POSIX: no check
+        return math.inf
+
+
+def _gb(x: float) -> str:
+    return f"{x / 2**30:.3g} GB"
+
+
+def validate_cell(cell: Cell) -> dict[str, Any]:
+    """Check a cell before any work and return its validated options (defaults filled).
+
+    Method known, needed fields present, task valid, options known and in range, the family's
+    own checks, and the memory the cell would need against :func:`memory_limit`. Raises
+    :class:`ConfigError` with one line naming the problem; allocates nothing.
+    """
+    spec = get_method(cell.method)
+    for need in spec.needs:
+        if need == "D" and (cell.D is not None or cell.sqrtND is not None):
+            continue
+        if getattr(cell, need, None) is None:
+            raise ConfigError(f"method {cell.method!r} needs {need}; none given")
+    if cell.sqrtND is not None and cell.alpha is None:
+        raise ConfigError(f"method {cell.method!r}: sqrtND needs alpha (D = sqrtND / "
+                          "sqrt(alpha))")
+    check_int("seed", cell.seed, low=0, high=2**32 - 1)
+    if cell.alpha is not None:
+        check_real("alpha", cell.alpha, low=0.0, low_open=True, high=1e6)
+    if cell.D is not None:
+        check_int("D", cell.D, low=1)
+    if cell.sqrtND is not None:
+        check_real("sqrtND", cell.sqrtND, low=1.0)
+    cell.task(D=cell.dimension() if (cell.D is not None or cell.sqrtND is not None) else 1)
+    opts = spec.schema.validate(cell.options)
+    if spec.check is not None:
+        spec.check(cell, opts)
+    need = spec.memory(cell, opts)
+    limit = memory_limit()
+    if need.bytes > limit:
+        raise ConfigError(
+            f"method {cell.method!r} needs about {_gb(need.bytes)} ({need.what}); the limit is "
+            f"{_gb(limit)} (80% of this machine's memory, or BAYESSLR_MEMORY_LIMIT); lower "
+            f"{need.lower or 'the sizes'}")
+    return opts
 
 
 def run_cell(cell: Cell) -> dict[str, Scalar]:
-    """Run one cell through its registered method (validation happens inside the method)."""
-    spec = get_method(cell.method)
-    missing = [n for n in spec.needs if getattr(cell, n) is None]
-    if missing:
-        raise ConfigError(f"method {cell.method!r} needs {', '.join(missing)}; none given")
-    return spec.fn(cell)
+    """Validate ``cell`` (:func:`validate_cell`) and run it through its registered method.
+
+    Examples
+    --------
+    >>> import bayesslr as bs
+    >>> out = bs.run_cell(bs.Cell(method="population:linear", variant="spiked", L="2", nu=5.0,
+    ...                           options={"samples": 20_000}))
+    >>> round(out["test_error"], 2)
+    0.22
+    >>> bs.run_cell(bs.Cell(method="population:linear", options={"sampels": 5}))
+    ... # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    bayesslr.task.ConfigError: options ['sampels'] are unknown to population; allowed: ...
+    """
+    opts = validate_cell(cell)
+    return get_method(cell.method).fn(cell, opts)
+
+
+def units(cells: Sequence[Cell]) -> list[list[Cell]]:
+    """Group cells into units of work (see :attr:`MethodSpec.batch`), in order of first
+    appearance; a cell of a family without batching is a unit on its own."""
+    groups: dict[Hashable, list[Cell]] = {}
+    for i, cell in enumerate(cells):
+        spec = get_method(cell.method)
+        key = None
+        if spec.batch_key is not None:
+            key = spec.batch_key(cell, spec.schema.validate(cell.options))
+        groups.setdefault((cell.method, key) if key is not None else ("cell", i), []).append(cell)
+    return list(groups.values())
+
+
+def run_unit(cells: Sequence[Cell]) -> list[dict[str, Scalar]]:
+    """Run one unit of :func:`units`: its family's batch function, or the single cell."""
+    opts = [validate_cell(c) for c in cells]
+    spec = get_method(cells[0].method)
+    if len(cells) == 1 or spec.batch is None:
+        return [spec.fn(c, o) for c, o in zip(cells, opts, strict=True)]
+    out = spec.batch(list(cells), opts)
+    if len(out) != len(cells):
+        raise RuntimeError(f"family {spec.family!r}: batch returned {len(out)} results for "
+                           f"{len(cells)} cells")
+    return out

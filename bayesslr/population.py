@@ -33,19 +33,29 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import scipy.optimize
 
-from bayesslr.activations import Activation, get_activation
+from bayesslr.activations import ACTIVATIONS, Activation, get_activation
+from bayesslr.channel import ChannelSamples, sample_channel
 from bayesslr.jaxconfig import Array
-from bayesslr.methods import Cell, register
-from bayesslr.task import ConfigError, TaskConfig, check_int, check_real, location_posterior
+from bayesslr.methods import Cell, PlotStyle, Resources, common, outputs, register
+from bayesslr.options import Opt, Schema
+from bayesslr.task import (
+    ConfigError,
+    LengthLaw,
+    TaskConfig,
+    check_int,
+    check_real,
+    location_posterior,
+)
 
 METHODS = ("mc", "gauss-hermite")
 DEFAULT_SAMPLES = 200_000
@@ -123,33 +133,6 @@ class PopulationResult:
         return out
 
 
-class Fields(NamedTuple):
-    """Teacher fields and student noise on which population expectations are taken.
-
-    Attributes
-    ----------
-    chi_star : Array (n, L_max)
-        Teacher scores ``chi*`` (zero on masked positions).
-    xi : Array (n, L_max)
-        Independent standard normals for the student's orthogonal part.
-    w : Array (n, L_max)
-        Law of ``eps*`` given ``chi*`` (one-hot at 0 for spiked).
-    mask : Array (n, L_max), bool
-        Token present.
-    weight : Array (n,)
-        Weight of each row in the expectation (sums to one).
-    stratum : Array (n,), int
-        Index of the row's length in the task's length law.
-    """
-
-    chi_star: Array
-    xi: Array
-    w: Array
-    mask: Array
-    weight: Array
-    stratum: Array
-
-
 # ----------------------------------------------------------------------------------------------
 # validation
 # ----------------------------------------------------------------------------------------------
@@ -172,38 +155,12 @@ def _check_mc(method: str, samples: Any, seed: Any) -> tuple[str, int, int]:
 # ----------------------------------------------------------------------------------------------
 # the expectation sets
 # ----------------------------------------------------------------------------------------------
-def _finish_fields(task: TaskConfig, chi_star: Array, xi: Array, mask: Array, weight: Array,
-                   stratum: Array) -> Fields:
-    chi_star = jnp.where(mask, chi_star, 0.0)
-    xi = jnp.where(mask, xi, 0.0)
-    if task.variant == "spiked":
-        w = jnp.zeros_like(chi_star).at[:, 0].set(1.0)
-    else:
-        w = location_posterior(task, chi_star, mask)
-    return Fields(chi_star, xi, w, mask, weight, stratum)
-
-
-def mc_fields(task: TaskConfig, samples: int, seed: int) -> Fields:
+def mc_fields(task: TaskConfig, samples: int, seed: int) -> ChannelSamples:
     """Monte Carlo set: ``samples`` rows per length stratum (spec section 3, common numbers)."""
-    L_max = task.L_max
-    parts = []
-    key = jax.random.key(seed)
-    for j, (L, p) in enumerate(zip(task.length.values, task.length.probs, strict=True)):
-        kc, kx = jax.random.split(jax.random.fold_in(key, L))
-        # drawn at width L and padded: a stratum's draws do not depend on the rest of the law
-        pad = ((0, 0), (0, L_max - L))
-        chi = jnp.pad(jax.random.normal(kc, (samples, L), dtype=jnp.float64), pad)
-        if task.variant == "spiked":
-            chi = chi.at[:, 0].add(math.sqrt(task.nu))
-        xi = jnp.pad(jax.random.normal(kx, (samples, L), dtype=jnp.float64), pad)
-        mask = jnp.broadcast_to(jnp.arange(L_max) < L, (samples, L_max))
-        parts.append((chi, xi, mask, jnp.full((samples,), p / samples),
-                      jnp.full((samples,), j, dtype=jnp.int32)))
-    cat = [jnp.concatenate(x, axis=0) for x in zip(*parts, strict=True)]
-    return _finish_fields(task, *cat)
+    return sample_channel(task, samples, seed, allocation="equal")
 
 
-def gh_fields(task: TaskConfig, order: int) -> Fields:
+def gh_fields(task: TaskConfig, order: int) -> ChannelSamples:
     """Gauss-Hermite tensor grid over ``(chi*_l, xi_l)``, ``l < L``, for each length."""
     if math.isinf(task.nu):
         raise ConfigError("method='gauss-hermite' needs finite nu (the integrand jumps at "
@@ -230,11 +187,20 @@ def gh_fields(task: TaskConfig, order: int) -> Fields:
             chi[:, 0] += math.sqrt(task.nu)
         mask = np.broadcast_to(np.arange(L_max) < L, (n_pts, L_max))
         parts.append((chi, xi, mask, weight, np.full((n_pts,), j, dtype=np.int32)))
-    cat = [jnp.asarray(np.concatenate(x, axis=0)) for x in zip(*parts, strict=True)]
-    return _finish_fields(task, *cat)
+    chi, xi, mask, weight, stratum = (jnp.asarray(np.concatenate(x, axis=0))
+                                      for x in zip(*parts, strict=True))
+    zeros = jnp.zeros_like(chi)
+    chi, xi = jnp.where(mask, chi, 0.0), jnp.where(mask, xi, 0.0)
+    w = (zeros.at[:, 0].set(1.0) if task.variant == "spiked"
+         else location_posterior(task, chi, mask))
+    eps = jnp.zeros(chi.shape[0], dtype=jnp.int32)
+    length = jnp.sum(mask, axis=-1).astype(jnp.int32)
+    # only chi*, xi, w, mask and the weights enter a population expectation
+    return ChannelSamples(chi, zeros, zeros[:, 0], eps, w, mask, length, xi, zeros, weight,
+                  stratum)
 
 
-def make_fields(task: TaskConfig, method: str, samples: int, seed: int) -> Fields:
+def make_fields(task: TaskConfig, method: str, samples: int, seed: int) -> ChannelSamples:
     """Expectation set of either method (inside an ``enable_x64`` context)."""
     return mc_fields(task, samples, seed) if method == "mc" else gh_fields(task, samples)
 
@@ -243,7 +209,7 @@ def make_fields(task: TaskConfig, method: str, samples: int, seed: int) -> Field
 # per-row terms and weighted means
 # ----------------------------------------------------------------------------------------------
 @partial(jax.jit, static_argnums=0)
-def ab_terms(act: Activation, fields: Fields, m_k: Array, s_k: Array, theta: Array):
+def ab_terms(act: Activation, fields: ChannelSamples, m_k: Array, s_k: Array, theta: Array):
     """Per-row ``a = sum_l w_l sigma_l`` and ``b = sum_l sigma_l^2``.
 
     Evaluated at the student scores ``chi = m_k chi* + s_k xi`` (spec section 3).
@@ -253,7 +219,7 @@ def ab_terms(act: Activation, fields: Fields, m_k: Array, s_k: Array, theta: Arr
     return jnp.sum(fields.w * sig, axis=-1), jnp.sum(sig * sig, axis=-1)
 
 
-def _weighted_mean_se(values: Array, fields: Fields, n_strata: int, method: str):
+def _weighted_mean_se(values: Array, fields: ChannelSamples, n_strata: int, method: str):
     """Stratified weighted mean and its standard error (0 for quadrature)."""
     values = jnp.asarray(values)
     mean = jnp.sum(fields.weight * values)
@@ -312,7 +278,15 @@ def linear_spiked_closed_form(task: TaskConfig) -> float:
 
 def bayes_risk(task: TaskConfig, *, samples: int = DEFAULT_SAMPLES, seed: int = 0,
                method: str = "mc") -> PopulationResult:
-    """Bayes excess risk ``1 - E[sum_l P(eps*=l|X)^2]`` (spec section 3)."""
+    """Bayes excess risk ``1 - E[sum_l P(eps*=l|X)^2]`` (spec section 3).
+
+    Examples
+    --------
+    >>> import bayesslr as bs
+    >>> r = bs.bayes_risk(bs.make_task("spiked", L=2, nu=5.0), samples=20_000)
+    >>> round(r.excess_risk, 2), r.stderr < 0.01
+    (0.08, True)
+    """
     method, samples, seed = _check_mc(method, samples, seed)
     t0 = time.perf_counter()
     with jax.enable_x64(True):
@@ -334,7 +308,16 @@ def _bayes_estimate(task, method, samples, seed):
 def excess_risk(task: TaskConfig, activation: str, m_k: float, q_k: float, m_v: float,
                 q_v: float, theta: Any = None, *, samples: int = DEFAULT_SAMPLES, seed: int = 0,
                 method: str = "mc") -> PopulationResult:
-    """Population excess risk ``1 - 2 m_v A + q_v B`` at given overlaps (spec section 3)."""
+    """Population excess risk ``1 - 2 m_v A + q_v B`` at given overlaps (spec section 3).
+
+    Examples
+    --------
+    >>> import bayesslr as bs
+    >>> task = bs.make_task("spiked", L=2, nu=5.0)
+    >>> at_bayes = bs.excess_risk(task, "softmax", 5.0 ** 0.5, 5.0, 1.0, 1.0, samples=20_000)
+    >>> abs(at_bayes.excess_risk - bs.bayes_risk(task, samples=20_000).excess_risk) < 0.01
+    True
+    """
     act = get_activation(activation)
     method, samples, seed = _check_mc(method, samples, seed)
     m_k = check_real("m_k", m_k)
@@ -376,7 +359,7 @@ def _starts(task: TaskConfig, act: Activation) -> list[np.ndarray]:
 
 
 @partial(jax.jit, static_argnums=0)
-def _neg_ratio_and_grad(act: Activation, fields: Fields, p: Array):
+def _neg_ratio_and_grad(act: Activation, fields: ChannelSamples, p: Array):
     """``-A^2/B`` at ``p = (m_k, s_k, theta...)`` and its gradient (compiled once per shape)."""
 
     def f(p):
@@ -388,7 +371,7 @@ def _neg_ratio_and_grad(act: Activation, fields: Fields, p: Array):
     return jax.value_and_grad(f)(p)
 
 
-def _ratio_objective(act: Activation, fields: Fields):
+def _ratio_objective(act: Activation, fields: ChannelSamples):
     """Scipy-facing wrapper of :func:`_neg_ratio_and_grad` (float64 in, floats out)."""
 
     def fun(p):
@@ -407,6 +390,14 @@ def best_excess_risk(task: TaskConfig, activation: str, *, samples: int = DEFAUL
     the box ``|m_k| <= 1000``, ``0 <= sqrt(q_k - m_k^2) <= 40``, ``|theta| <= 10``. With ``"mc"``
     the optimiser's objective uses the draws of ``seed`` and the reported risk an independent set
     (``seed + 1``), with its exact standard error. ``activation="bayes"`` returns the Bayes risk.
+
+    Examples
+    --------
+    >>> import bayesslr as bs
+    >>> task = bs.make_task("spiked", L=2, nu=5.0)
+    >>> lin = bs.best_excess_risk(task, "linear", samples=20_000)
+    >>> round(lin.excess_risk, 2)  # closed form L(L-1)/(L^2 + nu(L-1)) = 2/9
+    0.22
     """
     if activation == "bayes":
         return bayes_risk(task, samples=samples, seed=seed, method=method)
@@ -452,25 +443,64 @@ def best_excess_risk(task: TaskConfig, activation: str, *, samples: int = DEFAUL
 # ----------------------------------------------------------------------------------------------
 # registry entry: population:<bayes|activation>
 # ----------------------------------------------------------------------------------------------
-POPULATION_ACTIVATIONS = ("bayes", "softmax", "linear", "erf", "softplus")
+POPULATION_ACTIVATIONS: tuple[str, ...] = ("bayes", *ACTIVATIONS)  # every activation, and Bayes
+
+SCHEMA = Schema("population", (
+    Opt("samples", DEFAULT_SAMPLES, "int", low=6, high=10**9,
+        doc="Monte Carlo draws per length (mc, >= 100) or Gauss-Hermite nodes per axis "
+            "(gauss-hermite, 6..200)"),
+    Opt("mc_method", "mc", "choice", choices=METHODS,
+        doc="expectation method: Monte Carlo with common random numbers, or a tensor "
+            "Gauss-Hermite grid (small L)"),
+))
 
 
-@register("population", activations=POPULATION_ACTIVATIONS,
-          description="population excess risk (spec section 3); options: samples, mc_method")
-def population_cell(cell: Cell) -> dict[str, Any]:
-    """Registered method ``population:<activation>``.
+def _check_cell(cell: Cell, opts: Mapping[str, Any]) -> None:
+    _check_mc(opts["mc_method"], opts["samples"], cell.seed)
 
-    Cell options: ``samples`` (default 200000), ``mc_method`` (``"mc"`` or ``"gauss-hermite"``).
-    The Monte Carlo seed is the cell's ``seed``. ``test_error`` is the population excess risk.
+
+def _rows(cell: Cell, opts: Mapping[str, Any]) -> tuple[float, int]:
+    """Rows of the expectation set and the padded length."""
+    law = LengthLaw.parse(cell.L)
+    if opts["mc_method"] == "gauss-hermite":
+        return float(sum(opts["samples"] ** (2.0 * L) for L in law.values)), law.L_max
+    return float(opts["samples"]) * len(law.values), law.L_max
+
+
+def _memory(cell: Cell, opts: Mapping[str, Any]) -> Resources:
+    rows, L = _rows(cell, opts)
+    # two expectation sets (search and evaluation) of 11 float64 arrays (n, L), plus the
+    # activation's intermediates under autodiff (~10 more)
+    return Resources(2 * rows * L * 8 * 21, f"{rows:.3g} channel rows x L_max={L} in float64",
+                     "samples, or L")
+
+
+def _cost(cell: Cell, opts: Mapping[str, Any]) -> float:
+    rows, L = _rows(cell, opts)
+    evals = 1.0 if cell.activation == "bayes" else 60.0  # objective calls of the multi-start
+    return 3.0 + evals * rows * L * 30 / 2e9
+
+
+@register("population", schema=SCHEMA, activations=POPULATION_ACTIVATIONS,
+          description="population excess risk: Bayes, or an activation at its best overlaps "
+                      "(spec section 3)",
+          outputs=common("test_error", "stderr", "risk", "m_k", "q_k", "m_v", "q_v",
+                         "converged", "runtime_s") + outputs(
+              ("at_bound", "the optimum is at |m_k| -> inf: test_error is an upper bound", ""),
+              ("samples", "Monte Carlo draws per length or Gauss-Hermite nodes per axis"),
+              ("mc_method", "expectation method", "")),
+          cost=_cost, memory=_memory, check=_check_cell,
+          plot=PlotStyle(kind="marker", label="{activation}", marker="o"),
+          version="2", dims=("variant", "L", "nu", "delta"))
+def population_cell(cell: Cell, opts: Mapping[str, Any]) -> dict[str, Any]:
+    """Registered method ``population:<activation>`` (options: :data:`SCHEMA`).
+
+    The Monte Carlo seed is the cell's ``seed``. ``test_error`` is the population excess risk
+    (``Delta`` does not enter it; ``risk`` adds it).
     """
     task = cell.task(D=1)
-    opts = dict(cell.options)
-    unknown = set(opts) - {"samples", "mc_method"}
-    if unknown:
-        raise ConfigError(f"options {sorted(unknown)} are unknown for population; allowed: "
-                          "samples, mc_method")
-    res = best_excess_risk(task, cell.activation, samples=opts.get("samples", DEFAULT_SAMPLES),
-                           seed=cell.seed, method=opts.get("mc_method", "mc"))
+    res = best_excess_risk(task, cell.activation, samples=opts["samples"], seed=cell.seed,
+                           method=opts["mc_method"])
     out = res.to_dict()
     out["test_error"] = out.pop("excess_risk")
     out["mc_method"] = out.pop("method")  # "method" is a sweep dimension

@@ -31,7 +31,17 @@ VARIANTS: tuple[str, ...] = ("spiked", "max")
 
 
 class ConfigError(ValueError):
-    """Invalid user input; the message names the parameter, the value and the allowed range."""
+    """Invalid user input; the message names the parameter, the value and the allowed range.
+
+    Examples
+    --------
+    >>> import bayesslr as bs
+    >>> try:
+    ...     bs.make_task("spiked", nu=-1)
+    ... except bs.ConfigError as exc:
+    ...     print(exc)
+    nu=-1 is out of range; allowed: real >= 0
+    """
 
 
 # --------------------------------------------------------------------------------------------
@@ -105,6 +115,14 @@ class LengthLaw:
         Support, strictly increasing, each ``>= 1``.
     probs : tuple of float
         Probabilities, positive, summing to one.
+
+    Examples
+    --------
+    >>> from bayesslr import LengthLaw
+    >>> LengthLaw.parse("1,2,3").probs
+    (0.3333333333333333, 0.3333333333333333, 0.3333333333333333)
+    >>> LengthLaw.parse("1:0.25,3:0.75").label()
+    '1:0.25,3:0.75'
     """
 
     values: tuple[int, ...]
@@ -185,6 +203,13 @@ class TaskConfig:
         Token dimension, ``>= 1``.
     orthogonal_v : bool
         Orthogonalise the teacher ``v*`` against ``k*``.
+
+    Examples
+    --------
+    >>> import bayesslr as bs
+    >>> task = bs.make_task("max", L="1,2,3", nu="inf", D=50)
+    >>> task.L_max, task.c_nu, task.length.label()
+    (3, inf, '1,2,3')
     """
 
     variant: str
@@ -217,6 +242,13 @@ def make_task(variant: str = "spiked", L: Any = 3, nu: Any = 2.0, delta: Any = 0
 
     ``L`` is a fixed length; ``L_dist`` (a :class:`LengthLaw`, a list of lengths taken uniform,
     or a string accepted by :meth:`LengthLaw.parse`) replaces it when given.
+
+    Examples
+    --------
+    >>> import bayesslr as bs
+    >>> task = bs.make_task("spiked", L=3, nu=2.0, delta=0.01, D=100)
+    >>> task.variant, task.L_max, task.nu, task.delta, task.D
+    ('spiked', 3, 2.0, 0.01, 100)
     """
     if variant not in VARIANTS:
         raise ConfigError(f"variant={variant!r} is unknown; allowed: one of {', '.join(VARIANTS)}")
@@ -249,6 +281,13 @@ class Teacher(NamedTuple):
         Key direction ``k*``.
     v : Array, shape (D,)
         Value direction ``v*``.
+
+    Examples
+    --------
+    >>> import jax, bayesslr as bs
+    >>> teacher, _, _ = bs.sample_task(jax.random.key(0), bs.make_task(D=16), 0)
+    >>> teacher.k.shape, teacher.v.shape
+    ((16,), (16,))
     """
 
     k: Array
@@ -265,9 +304,17 @@ class Data(NamedTuple):
     y : Array, shape (n,)
         Labels.
     eps : Array, shape (n,)
-        Hidden location (0-based index into the padded axis).
+        Hidden location (0-based index into the padded axis; -1 where unknown, as for a
+        user's own data).
     mask : Array, shape (n, L_max), bool
         True where a token exists.
+
+    Examples
+    --------
+    >>> import jax, bayesslr as bs
+    >>> _, train, _ = bs.sample_task(jax.random.key(0), bs.make_task(L="1,2", D=4), 6)
+    >>> train.X.shape, train.y.shape, train.mask.shape
+    ((6, 2, 4), (6,), (6, 2))
     """
 
     X: Array
@@ -278,6 +325,35 @@ class Data(NamedTuple):
     @property
     def n(self) -> int:
         return int(self.y.shape[0])
+
+
+def as_data(X: Any, y: Any, mask: Any = None) -> Data:
+    """A user's own arrays as :class:`Data`: ``X`` ``(n, L, D)`` tokens (padded positions
+    zero), ``y`` ``(n,)`` labels, ``mask`` ``(n, L)`` (default: every token present). The
+    hidden locations are unknown (``eps = -1``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from bayesslr import as_data
+    >>> d = as_data(np.zeros((5, 3, 4)), np.zeros(5))
+    >>> d.n, d.X.shape, bool(d.mask.all())
+    (5, (5, 3, 4), True)
+    """
+    X = jnp.asarray(X)
+    y = jnp.asarray(y)
+    if X.ndim != 3:
+        raise ConfigError(f"X has shape {tuple(X.shape)}; allowed: (n, L, D) tokens")
+    n, L, _ = X.shape
+    if y.shape != (n,):
+        raise ConfigError(f"y has shape {tuple(y.shape)}; allowed: ({n},), one label per "
+                          "sample of X")
+    mask = jnp.ones((n, L), bool) if mask is None else jnp.asarray(mask, bool)
+    if mask.shape != (n, L):
+        raise ConfigError(f"mask has shape {tuple(mask.shape)}; allowed: ({n}, {L})")
+    if not bool(jnp.all(jnp.any(mask, axis=-1))):
+        raise ConfigError("mask has a sample with no token; allowed: at least one True per row")
+    return Data(X * mask[:, :, None], y, jnp.full((n,), -1, jnp.int32), mask)
 
 
 def sample_teacher(key: PRNGKey, task: TaskConfig) -> Teacher:
@@ -351,21 +427,93 @@ def _sample_data(key: PRNGKey, task: TaskConfig, teacher: Teacher, n: int) -> Da
     return Data(X, y, eps, mask)
 
 
+def fields(X: Array, k: Array, v: Array) -> tuple[Array, Array]:
+    """``chi = X k / sqrt(D)`` and ``z = X v / sqrt(D)``, each ``(..., n, L)``, in one pass.
+
+    ``k`` and ``v`` are stacked so that, under ``vmap`` over many parameter vectors sharing ``X``,
+    XLA sees a single contraction of ``X`` with a ``(batch, 2, D)`` block: the data matrix is
+    read once for the whole batch. Spec section 2.
+    """
+    h = jnp.einsum("...nld,pd->...nlp", X, jnp.stack([k, v])) / math.sqrt(X.shape[-1])
+    return h[..., 0], h[..., 1]
+
+
 def teacher_fields(task: TaskConfig, teacher: Teacher, data: Data) -> tuple[Array, Array]:
     """Teacher fields ``(chi*, z*)``, each ``(n, L_max)``."""
-    s = jnp.sqrt(task.D)
-    return data.X @ teacher.k / s, data.X @ teacher.v / s
+    return fields(data.X, teacher.k, teacher.v)
+
+
+# --------------------------------------------------------------------------------------------
+# the data contract: one seed -> (teacher, train, test) for every method
+# --------------------------------------------------------------------------------------------
+# algorithm randomness, apart from the data: ``fold_in(key(seed), STREAMS[name])``
+STREAMS: dict[str, int] = {"start": 1, "sampler": 1, "trajectory": 2}
+
+
+def seed_key(seed: int) -> PRNGKey:
+    """The key of a seed (every method with the same seed sees the same teacher and data).
+
+    Examples
+    --------
+    >>> import bayesslr as bs
+    >>> task = bs.make_task(D=8)
+    >>> a = bs.sample_task(bs.seed_key(3), task, 5)[1]
+    >>> b = bs.sample_task(bs.seed_key(3), task, 5)[1]
+    >>> bool((a.X == b.X).all())
+    True
+    """
+    return jax.random.key(seed)
+
+
+def algorithm_key(key: PRNGKey, stream: str) -> PRNGKey:
+    """Key of an algorithm's own randomness (starts, sampler, ...), independent of the data.
+
+    ``stream`` is a name of :data:`STREAMS`: ``"start"`` (ERM starts), ``"sampler"`` (MCMC,
+    variational inference, message passing starts) and ``"trajectory"`` (GD/Adam starts).
+    """
+    return jax.random.fold_in(key, STREAMS[stream])
 
 
 def sample_task(key: PRNGKey, task: TaskConfig, n_train: int,
-                n_test: int = 0) -> tuple[Teacher, Data, Data | None]:
-    """Teacher, training data and (optional) fresh test data from one key.
+                n_test: int = 0) -> tuple[Teacher, Data | None, Data | None]:
+    """Teacher, training data and fresh test data from one key: the suite's data contract.
 
-    The split of ``key`` is fixed (teacher, train, test), so every estimator fitted with the same
-    ``key`` sees the same teacher and data.
+    ``key`` is split once into ``(teacher, train, test)`` keys, always the same way, so every
+    estimator given the same key sees the same teacher, training set and test set, whatever it
+    draws (``n_train = 0`` or ``n_test = 0`` skip that set and leave the others unchanged).
+
+    Examples
+    --------
+    >>> import jax, bayesslr as bs
+    >>> task = bs.make_task("spiked", L=3, nu=2.0, delta=0.01, D=20)
+    >>> teacher, train, test = bs.sample_task(jax.random.key(0), task, 40, 100)
+    >>> train.X.shape, test.X.shape
+    ((40, 3, 20), (100, 3, 20))
+    >>> _, only_train, none = bs.sample_task(jax.random.key(0), task, 40)
+    >>> bool((only_train.X == train.X).all()), none is None
+    (True, True)
     """
     kt, ktr, kte = jax.random.split(key, 3)
     teacher = sample_teacher(kt, task)
-    train = sample_data(ktr, task, teacher, n_train)
+    train = sample_data(ktr, task, teacher, n_train) if n_train > 0 else None
     test = sample_data(kte, task, teacher, n_test) if n_test > 0 else None
     return teacher, train, test
+
+
+def overlaps(k: Array, v: Array, teacher: Teacher) -> dict[str, Array]:
+    """The seven overlaps of spec section 3, all divided by ``D`` (leading axes broadcast).
+
+    ``m_k = k.k*``, ``q_k = k.k``, ``m_v = v.v*``, ``q_v = v.v``, ``m_kv = k.v*``,
+    ``m_vk = v.k*``, ``q_kv = k.v``.
+    """
+    D = k.shape[-1]
+
+    def dot(a, b):
+        return jnp.sum(a * b, axis=-1) / D
+
+    return {"m_k": dot(k, teacher.k), "q_k": dot(k, k), "m_v": dot(v, teacher.v),
+            "q_v": dot(v, v), "m_kv": dot(k, teacher.v), "m_vk": dot(v, teacher.k),
+            "q_kv": dot(k, v)}
+
+
+OVERLAP_NAMES: tuple[str, ...] = ("m_k", "q_k", "m_v", "q_v", "m_kv", "m_vk", "q_kv")

@@ -23,10 +23,11 @@ import numpy as np
 
 import bayesslr  # noqa: F401  (configures JAX)
 from bayesslr.activations import get_activation
+from bayesslr.channel import channel64
 from bayesslr.task import make_task
 from bayesslr.theory import bayes as tb
 from bayesslr.theory.channel import prox_channel
-from bayesslr.theory.erm import ErmTheoryOptions, channel_samples, solve_erm
+from bayesslr.theory.erm import ErmTheoryOptions, solve_erm
 from bayesslr.theory.solver import continuation
 
 
@@ -34,7 +35,7 @@ def bench_erm(task, alphas, samples: int, lam: float, accel: str) -> float:
     opt = ErmTheoryOptions(samples=samples)
     opt = dataclasses.replace(opt, solver=dataclasses.replace(opt.solver, accel=accel))
     print(f"erm solver: accel={accel} tol={opt.solver.tol:g} damping={opt.solver.damping}")
-    ch = channel_samples(task, samples, opt.seed)
+    ch = channel64(task, samples, opt.seed)
 
     def timed_call(m_k: float, q_k: float) -> float:
         t0 = time.perf_counter()

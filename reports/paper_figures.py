@@ -23,15 +23,19 @@
 import os
 
 import numpy as np
+import pandas as pd
+import xarray as xr
 from IPython.display import display
 
 from bayesslr.report import FIGURES, NothingToPlot, load_results
-from bayesslr.report.figures import curve, methods_of
+from bayesslr.report.figures import curve, groups, methods_of
 
 results = os.environ.get("BAYESSLR_RESULTS", "results/quick")
-ds = load_results(results)
-print(ds.attrs.get("title", ""), "|", ds.attrs.get("git_revision", ""))
-print({d: ds.sizes[d] for d in ds.dims})
+tree = load_results(results)
+print(tree.attrs.get("title", ""), "|", tree.attrs.get("git_revision", ""))
+fams = groups(tree)
+for fam, ds in fams.items():
+    print(fam, {d: ds.sizes[d] for d in ds.dims})
 
 # %% [markdown]
 # ## Seed-averaged test error by method
@@ -39,23 +43,19 @@ print({d: ds.sizes[d] for d in ds.dims})
 # `(variant, L, nu, delta)`: the numbers behind the finite-sample figure.
 
 # %%
-rows = []
-settings = [d for d in ("variant", "L", "nu", "delta") if d in ds.dims]
-for m in ds["method"].values.tolist():
-    mean, sem = curve(ds, m)
-    for d in ("D", "sqrtND"):
-        if d in mean.dims:
-            mean, sem = mean.isel({d: -1}), sem.isel({d: -1})
-    table = mean.to_dataframe(name="test_error").join(sem.to_dataframe(name="se")[["se"]])
-    table = table.dropna(subset=["test_error"])
-    table["method"] = m
-    rows.append(table.reset_index())
-if rows:
-    import pandas as pd
-
-    summary = pd.concat(rows).set_index(["method", *settings])
-    print(summary[["alpha", "test_error", "se"]].to_string() if "alpha" in summary
-          else summary[["test_error", "se"]].to_string())
+for fam, ds in fams.items():
+    rows = []
+    settings = [d for d in ("variant", "L", "nu", "delta") if d in ds.dims]
+    for m in methods_of(ds, fam):
+        mean, sem = curve(ds, m)
+        table = mean.to_dataframe(name="test_error").join(sem.to_dataframe(name="se")[["se"]])
+        table = table.dropna(subset=["test_error"])
+        table["method"] = m
+        rows.append(table.reset_index())
+    if rows:
+        summary = pd.concat(rows).set_index(["method", *settings])
+        cols = [c for c in ("alpha", "test_error", "se") if c in summary]
+        print(summary[cols].to_string())
 
 # %% [markdown]
 # ## Ordering check: Bayes < softmax < linear
@@ -63,8 +63,8 @@ if rows:
 # ERM softmax, then ERM linear.
 
 # %%
-present = {m for f in ("bayes_sampling", "theory_bayes", "erm", "theory_erm")
-           for m in methods_of(ds, f)}
+present = {m: fams[f] for f in ("bayes_sampling", "theory_bayes", "erm", "theory_erm")
+           if f in fams for m in methods_of(fams[f], f)}
 
 
 def first_present(*names):
@@ -74,8 +74,9 @@ def first_present(*names):
 trio = [first_present("bayes_sampling", "theory_bayes"),
         first_present("erm:softmax", "theory_erm:softmax"),
         first_present("erm:linear", "theory_erm:linear")]
-if all(trio) and "alpha" in ds.dims:
-    curves = [curve(ds, m)[0] for m in trio]
+if all(trio) and all("alpha" in present[m].dims for m in trio):
+    curves = [curve(present[m], m)[0] for m in trio]
+    curves = [c.squeeze(drop=True) for c in xr.align(*curves, join="inner")]
     ordered = (curves[0] < curves[1]) & (curves[1] < curves[2])
     valid = np.isfinite(curves[0]) & np.isfinite(curves[1]) & np.isfinite(curves[2])
     print(f"{' < '.join(trio)} holds at {int(ordered.where(valid, False).sum())} of "
@@ -90,7 +91,7 @@ else:
 figures = {}
 for name, fn in FIGURES.items():
     try:
-        figures[name] = fn(ds)
+        figures[name] = fn(tree)
     except NothingToPlot as why:
         print(f"skipped {name}: {why}")
 for fig in figures.values():

@@ -16,14 +16,20 @@ import time
 import numpy as np
 
 from bayesslr.methods import Cell, register
+from bayesslr.options import Opt, Schema
+
+SCHEMA = Schema("sweeptest", (
+    Opt("sleep", 0.0, "real", low=0.0, high=600.0, doc="seconds to sleep before returning"),
+    Opt("fail_seed", -1, "int", low=-1, doc="raise at this seed"),
+))
 
 
-@register("sweeptest", activations=("a", "b"), needs=("alpha",),
+@register("sweeptest", schema=SCHEMA, activations=("a", "b"), needs=("alpha",),
           description="test-only: closed-form outputs of the cell and seed")
-def sweeptest_cell(cell: Cell) -> dict[str, float | int | bool | str]:
+def sweeptest_cell(cell: Cell, opts: dict) -> dict[str, float | int | bool | str]:
     """Deterministic outputs; ``options``: ``sleep`` (s), ``fail_seed`` (int)."""
-    time.sleep(float(cell.options.get("sleep", 0.0)))
-    if cell.seed == cell.options.get("fail_seed", -1):
+    time.sleep(opts["sleep"])
+    if cell.seed == opts["fail_seed"]:
         raise RuntimeError(f"planned failure at seed {cell.seed}")
     rng = np.random.default_rng([cell.seed, int(1000 * cell.alpha), len(cell.L)])
     scale = 1.0 if cell.activation == "a" else 2.0

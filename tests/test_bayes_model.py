@@ -22,8 +22,10 @@ from bayesslr.bayes.model import (
     marginal_model,
     model_spec,
 )
-from bayesslr.bayes.predict import excess_errors, oracle_predict, overlaps, posterior_predict
+from bayesslr.bayes.predict import overlaps, posterior_predict
 from bayesslr.methods import Cell, run_cell
+from bayesslr.metrics import oracle_predict
+from bayesslr.metrics import test_errors as excess_errors
 from bayesslr.task import ConfigError, Teacher, make_task
 from bayesslr.task import sample_task as _sample_task_eager
 
@@ -183,7 +185,7 @@ def test_single_teacher_draw_recovers_the_oracle():
     teacher, _, test = sample_task(jax.random.key(4), task, 7, 7)
     spec = model_spec(task)
     pred = posterior_predict(spec, teacher.k[None], teacher.v[None], test.X, test.mask)
-    y_or, _, _ = oracle_predict(task, teacher, test)
+    y_or = oracle_predict(task, teacher, test)
     np.testing.assert_allclose(pred.plain, y_or, rtol=1e-4, atol=1e-5)
     err = excess_errors(task, teacher, test, pred.plain)
     assert err.excess_over_oracle < 1e-8
@@ -194,7 +196,7 @@ def test_rao_blackwellised_error_matches_noisy_labels():
     """``sum_l P_l (z*_l - y_hat)^2`` is ``E[(y - y_hat)^2] - Delta``: compare with raw labels."""
     task = make_task("spiked", L=3, nu=1.5, delta=0.3, D=6)
     teacher, _, test = sample_task(jax.random.key(5), task, 7, 20_000)
-    y_hat = 0.5 * oracle_predict(task, teacher, test)[0]
+    y_hat = 0.5 * oracle_predict(task, teacher, test)
     err = excess_errors(task, teacher, test, y_hat)
     raw = np.asarray((test.y - y_hat) ** 2 - task.delta, np.float64)
     se = raw.std() / np.sqrt(raw.size)

@@ -21,9 +21,10 @@ from conftest import run_cli
 
 from bayesslr.bayes import arviz_adapter
 from bayesslr.bayes.model import log_lik_samples, model_spec, token_log_weights
-from bayesslr.bayes.predict import excess_errors, overlaps, posterior_predict
+from bayesslr.bayes.predict import overlaps, posterior_predict
 from bayesslr.bayes.sampler import SamplerOptions, init_params, sample_posterior
 from bayesslr.cli import main
+from bayesslr.metrics import test_errors as excess_errors
 from bayesslr.population import bayes_risk
 from bayesslr.task import Teacher, make_task, sample_data, sample_task
 
@@ -149,7 +150,8 @@ def test_oracle_error_estimates_the_population_bayes_risk(ladder):
     task, runs = ladder
     pop = bayes_risk(task, samples=50_000, seed=0)
     err = runs[ALPHAS[0]][1]
-    assert abs(err.oracle_error - pop.excess_risk) < 4 * np.hypot(err.oracle_stderr, pop.stderr)
+    assert abs(err.oracle_error - pop.excess_risk) < 4 * np.hypot(err.oracle_error_stderr,
+                                                                  pop.stderr)
 
 
 @pytest.mark.slow

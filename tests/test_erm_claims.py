@@ -32,8 +32,8 @@ def _mean_se(x: np.ndarray) -> tuple[float, float]:
 @pytest.mark.parametrize("variant,nu", [("spiked", 2.0), ("spiked", 1.0), ("max", "inf")])
 def test_softmax_beats_linear_at_tuned_lam(variant, nu):
     task = make_task(variant, L=3, nu=nu, delta=0.0, D=D)
-    soft = erm_fit(task, "softmax", 10 * D, "auto", seeds=SEEDS, opts=OPTS)
-    lin = erm_fit(task, "linear", 10 * D, "auto", seeds=SEEDS, opts=OPTS)
+    soft = erm_fit(task, "softmax", 10 * D, "validation", seeds=SEEDS, opts=OPTS)
+    lin = erm_fit(task, "linear", 10 * D, "validation", seeds=SEEDS, opts=OPTS)
     assert soft.converged.all() and lin.converged.all()
     diff, se = _mean_se(lin.test_error - soft.test_error)  # same teachers and test sets
     assert diff > 4 * se, (diff, se, soft.lam, lin.lam)

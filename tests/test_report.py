@@ -1,5 +1,5 @@
-"""Report figures: every figure from a synthetic dataset with the sweep's layout, graceful
-degradation when methods or dimensions are absent, and the ``report`` verb."""
+"""Report figures: every figure from synthetic results with the sweep's layout (one group per
+family), graceful degradation when methods or dimensions are absent, and the ``report`` verb."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ METHODS = ["population:bayes", "population:softmax", "population:linear", "theor
            "bayes_sampling"]
 
 
-def synthetic(methods=METHODS) -> xr.Dataset:
-    """A dataset shaped like a sweep's: method x variant x L x nu x delta x alpha x lam x seed."""
+def synthetic_hypercube(methods=METHODS) -> xr.Dataset:
+    """All methods on one grid: method x variant x L x nu x delta x alpha x lam x seed."""
     coords = {"method": methods, "variant": ["spiked"], "L": ["2", "3"], "nu": [1.0, 5.0],
               "delta": [0.01], "alpha": [1.0, 2.0, 5.0], "lam": [0.01, 0.1], "seed": [0, 1]}
     shape = tuple(len(v) for v in coords.values())
@@ -36,6 +36,25 @@ def synthetic(methods=METHODS) -> xr.Dataset:
     return ds
 
 
+# the cell fields that index each family (as in the registry; population has no alpha, ...)
+FAMILY_DIMS = {"population": ("alpha", "lam"), "theory_bayes": ("lam",), "bayes_sampling":
+               ("lam",), "theory_erm": (), "erm": ()}
+
+
+def synthetic(methods=METHODS) -> xr.DataTree:
+    """Results shaped like a sweep's: one group per family, each over its own dimensions."""
+    cube = synthetic_hypercube(methods)
+    children = {}
+    for fam in dict.fromkeys(m.split(":")[0] for m in methods):
+        ds = cube.sel({"method": [m for m in methods if m.split(":")[0] == fam]})
+        for d in FAMILY_DIMS[fam]:
+            ds = ds.isel({d: 0}, drop=True)
+        children[fam] = xr.DataTree(ds.dropna("method", how="all", subset=["test_error"])
+                                    .drop_vars([v for v in ("r_hat_max", "ess_bulk_min")
+                                                if fam != "bayes_sampling"]))
+    return xr.DataTree(xr.Dataset(), children=children)
+
+
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
     d = tmp_path_factory.mktemp("results")
@@ -53,7 +72,7 @@ def test_all_figures_written_as_png_and_pdf(results):
 def test_lam_is_tuned_per_alpha():
     from bayesslr.report.figures import curve
 
-    ds = synthetic()
+    ds = synthetic_hypercube()
     ds["test_error"].loc[{"method": "erm:softmax", "lam": 0.1}] = 9.0
     mean, _ = curve(ds, "erm:softmax")
     assert "lam" not in mean.dims and float(mean.max()) < 9.0
@@ -115,7 +134,8 @@ def test_notebooks_execute_on_a_tiny_dataset(tmp_path, monkeypatch):
 def test_each_method_shown_at_its_largest_size():
     from bayesslr.report.figures import curve
 
-    ds = synthetic(["erm:softmax", "bayes_sampling"]).expand_dims(D=[50, 1000]).copy(deep=True)
+    ds = synthetic_hypercube(["erm:softmax", "bayes_sampling"]).expand_dims(
+        D=[50, 1000]).copy(deep=True)
     ds["test_error"].loc[{"method": "bayes_sampling", "D": 1000}] = np.nan
     ds["test_error"].loc[{"method": "erm:softmax", "D": 50}] = np.nan
     for m in ("erm:softmax", "bayes_sampling"):

@@ -80,17 +80,17 @@ def snapshot(root: Path) -> dict[str, tuple[int, int, int]]:
 # --------------------------------------------------------------------------------------------
 def test_grid_expansion_and_normalisation():
     raw = {"defaults": {"seeds": 3, "L": [2, "1,2,3"]},
-           "options": {"sweeptest": {"sleep": 0}, "sweeptest:b": {"sleep": 0.0, "x": 1}},
+           "options": {"sweeptest": {"sleep": 0}, "sweeptest:b": {"sleep": 0.0, "fail_seed": 7}},
            "grid": [{"methods": ["sweeptest:a", "sweeptest:b"], "alpha": [1, 2],
-                     "lam": [0.1, "auto"], "D": 10},
+                     "lam": [0.1, "validation"], "D": 10},
                     {"methods": "sweeptest:a", "alpha": 1, "lam": 0.1, "D": 10, "seeds": [0]}]}
     cfg = parse_config(raw)
     assert len(cfg.cells) == 2 * 2 * 2 * 2 * 3  # second block duplicates the first
     assert {c.L for c in cfg.cells} == {"2", "1,2,3"}
-    assert {c.lam for c in cfg.cells} == {0.1, "auto"}
+    assert {c.lam for c in cfg.cells} == {0.1, "validation"}
     assert all(isinstance(c.alpha, float) for c in cfg.cells)
     b = next(c for c in cfg.cells if c.method == "sweeptest:b")
-    assert dict(b.options) == {"sleep": 0.0, "x": 1}
+    assert dict(b.options) == {"sleep": 0.0, "fail_seed": 7}
     assert cfg.dims == ["variant", "L", "nu", "delta", "alpha", "lam", "D"]
     # the digest ignores name/description and sees every value
     assert parse_config({**raw, "name": "other"}).digest() == cfg.digest()
@@ -182,14 +182,19 @@ def test_dataset_layout_failures_and_broadcast(tmp_path, plugin):
     cfg = parse_config(raw)
     summary = run_sweep(cfg, tmp_path / "r", progress=False)
     assert summary.failed == len([c for c in cfg.cells if c.seed == 1])
-    ds = xr.open_dataset(summary.dataset, engine="h5netcdf").load()
+    root = xr.open_dataset(summary.dataset, engine="h5netcdf").load()
+    assert json.loads(root.attrs["config"])["name"] == "tiny"
+    for key in ("bayesslr_version", "git_revision", "monte_carlo_sizes", "Conventions"):
+        assert key in root.attrs
+    # the root lists every cell, failures with their error
+    assert root.sizes["cell"] == len(cfg.cells)
+    assert set(root["status"].values.tolist()) == {"ok", "failed"}
+    ds = xr.open_dataset(summary.dataset, group="sweeptest", engine="h5netcdf").load()
     assert list(ds["test_error"].dims) == ["method", "variant", "L", "nu", "delta", "alpha",
                                            "D", "seed"]
     assert ds["test_error"].attrs["long_name"].startswith("test excess error")
+    assert ds["test_error"].attrs["standard_error"] == "stderr"
     assert ds["runtime_s"].attrs["units"] == "s"
-    assert json.loads(ds.attrs["config"])["name"] == "tiny"
-    for key in ("bayesslr_version", "git_revision", "monte_carlo_sizes", "Conventions"):
-        assert key in ds.attrs
     a = ds.sel({"method": "sweeptest:a", "variant": "max", "L": "3", "delta": 0.0,
                 "alpha": [1.0, 2.5]})
     # cells without D hold for every D (broadcast); failed cells are NaN with their error
@@ -211,7 +216,7 @@ def test_resume_recomputes_only_missing_unreadable_and_failed(tmp_path, plugin):
     cfg = parse_config(tiny())
     out = tmp_path / "r"
     first = run_sweep(cfg, out, progress=False)
-    ref = xr.open_dataset(first.dataset, engine="h5netcdf").load()
+    ref = xr.open_datatree(first.dataset, engine="h5netcdf").load()
     n = len(cfg.cells)
     assert len(executions(plugin)) == n
     store = ResultStore(out)
@@ -227,7 +232,7 @@ def test_resume_recomputes_only_missing_unreadable_and_failed(tmp_path, plugin):
     untouched = {f"{cell_key(c)}.nc" for c in cfg.cells[2:]}
     assert all(after[f] == before[f] for f in untouched)
     assert ".stale.nc.abc.tmp" not in after
-    got = xr.open_dataset(second.dataset, engine="h5netcdf").load()
+    got = xr.open_datatree(second.dataset, engine="h5netcdf").load()
     xr.testing.assert_identical(comparable(got), comparable(ref))
     # a different config is refused unless forced; forcing keeps the matching cells
     raw = tiny()
@@ -251,7 +256,7 @@ def test_dask_two_workers_equals_in_process(tmp_path, plugin):
             main(["run", "--config", str(cfg_path), "--out", str(tmp_path / name), "--quiet",
                   *extra])
         assert e.value.code == 0
-        outs[name] = xr.open_dataset(tmp_path / name / "dataset.nc", engine="h5netcdf").load()
+        outs[name] = xr.open_datatree(tmp_path / name / "dataset.nc", engine="h5netcdf").load()
     assert "dask (2 local workers)" in json.loads((tmp_path / "dask" / "manifest.json"
                                                    ).read_text())["executor"]
     assert int(outs["dask"].attrs["cells_ok"]) == 16
@@ -315,8 +320,8 @@ def test_killed_runs_resume_without_recomputing(tmp_path, plugin):
     assert len(executions(plugin)) <= 12 + 2
 
     ref = run_sweep(cfg, tmp_path / "ref", progress=False)
-    a = xr.open_dataset(resumed.dataset, engine="h5netcdf").load()
-    b = xr.open_dataset(ref.dataset, engine="h5netcdf").load()
+    a = xr.open_datatree(resumed.dataset, engine="h5netcdf").load()
+    b = xr.open_datatree(ref.dataset, engine="h5netcdf").load()
     xr.testing.assert_identical(comparable(a), comparable(b))
 
 

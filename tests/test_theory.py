@@ -17,6 +17,7 @@ import pytest
 import scipy.stats
 from typer.testing import CliRunner
 
+from bayesslr.channel import channel64
 from bayesslr.cli import app
 from bayesslr.methods import Cell, run_cell
 from bayesslr.population import bayes_risk
@@ -164,13 +165,13 @@ def test_bayes_curve_decreases_and_converges_to_the_bayes_risk(spiked_curve):
     alphas, pts = spiked_curve
     assert all(p.best.converged for p in pts)
     err = np.array([p.best.test_error for p in pts])
-    se = np.array([p.best.test_stderr for p in pts])
+    se = np.array([p.best.stderr_test for p in pts])
     # common random numbers: differences are far more precise than se; 4 se is conservative
     assert np.all(np.diff(err) < 4 * np.hypot(se[1:], se[:-1]))
     br = bayes_risk(SPIKED, samples=200_000)
     assert np.all(err > br.excess_risk - 4 * np.hypot(se, br.stderr))
     # on the same test samples the m -> 1 limit is the Bayes risk: the gap shrinks to zero
-    tch = tb._channel64(SPIKED, BAYES_OPT.test_samples, BAYES_OPT.seed + 1)
+    tch = channel64(SPIKED, BAYES_OPT.test_samples, BAYES_OPT.seed + 1)
     with jax.enable_x64(True):
         limit = float(tb.test_terms(tb._make_static(SPIKED), tch, 1.0, 1.0,
                                     tb._quad(SPIKED, BAYES_OPT))["test_error"])
@@ -187,14 +188,14 @@ def test_bayes_both_starts_and_free_entropy_verdict(spiked_curve):
         assert p.best is (p.informed if p.informed.free_entropy > p.uninformed.free_entropy
                           else p.uninformed)
         assert p.hard_phase == (p.branches_differ and p.best is p.informed)
-        assert abs(p.best.nishimori_gap) < 4 * p.best.test_stderr + 1e-3
+        assert abs(p.best.nishimori_gap) < 4 * p.best.stderr_test + 1e-3
 
 
 def test_free_entropy_derivative_is_the_state_evolution_conjugate():
     """``2 alpha dPsi_out/dm_a = alpha E|g_a|^2`` (what makes Phi stationary at the fixed
     point), checked per sample on common random numbers at a non-fixed point."""
     task = make_task("spiked", 3, 2.0, 0.3, 1)
-    ch = tb._channel64(task, 20_000, 3)
+    ch = channel64(task, 20_000, 3)
     st = tb._make_static(task)
     m = np.array([0.4, 0.6])
     h = 1e-5
@@ -240,7 +241,7 @@ def test_bayes_channel_error_predicts_the_spread_over_channel_seeds():
     ratio = te.var(ddof=1) / np.mean([r.stderr**2 for r in rs])
     lo, hi = scipy.stats.chi2.ppf([0.0005, 0.9995], K - 1) / (K - 1)
     assert lo < ratio < hi, (ratio, te)
-    assert all(r.channel_stderr > 2 * r.test_stderr for r in rs)
+    assert all(r.stderr_channel > 2 * r.stderr_test for r in rs)
 
 
 @pytest.mark.slow
@@ -250,7 +251,7 @@ def test_bayes_max_argmax_curve():
     opt = tb.BayesTheoryOptions(samples=4000, test_samples=20_000)
     pts = tb.bayes_curve(task, [1.0, 3.0, 10.0], opt)
     err = np.array([p.best.test_error for p in pts])
-    se = np.array([p.best.test_stderr for p in pts])
+    se = np.array([p.best.stderr_test for p in pts])
     assert all(p.best.converged for p in pts)
     assert np.all(np.diff(err) < 4 * np.hypot(se[1:], se[:-1]))
     assert np.all(err > -4 * se)
@@ -277,7 +278,7 @@ def test_bayes_max_finite_nu_curve_and_quadrature():
     assert np.all(np.abs(c - mc) < 4.5 * se + 1e-12)  # 60 entries: 4.5 se keeps it honest
     pts = tb.bayes_curve(task, [1.0, 3.0, 10.0], opt)
     err = np.array([p.best.test_error for p in pts])
-    ses = np.array([p.best.test_stderr for p in pts])
+    ses = np.array([p.best.stderr_test for p in pts])
     assert all(p.best.converged for p in pts)
     assert np.all(np.diff(err) < 4 * np.hypot(ses[1:], ses[:-1]))
     br = bayes_risk(task, samples=100_000)

@@ -60,8 +60,8 @@ def test_erm_vh_forms_agree_without_branch_jumps(erm_point):
     r = erm_point
     if r.off_branch > 0:
         pytest.skip(f"branch jumps at this point (off_branch={r.off_branch})")
-    assert abs(r.vh_gap_k) < 4 * r.vh_gap_k_se
-    assert abs(r.vh_gap_v) < 4 * r.vh_gap_v_se
+    assert abs(r.vh_gap_k) < 4 * r.vh_gap_k_stderr
+    assert abs(r.vh_gap_v) < 4 * r.vh_gap_v_stderr
 
 
 def test_channel_error_predicts_the_spread_over_channel_seeds():
@@ -80,7 +80,7 @@ def test_channel_error_predicts_the_spread_over_channel_seeds():
     lo, hi = scipy.stats.chi2.ppf([0.0005, 0.9995], K - 1) / (K - 1)
     assert lo < ratio < hi, (ratio, te, pred_var)
     # the channel part dominates the test-formula part at these sizes
-    assert all(r.channel_stderr > 2 * r.test_stderr for r in rs)
+    assert all(r.stderr_channel > 2 * r.stderr_test for r in rs)
     # the order parameters' errors are reported and finite
     assert all(np.isfinite(list(r.order_stderr.values())).all() for r in rs)
 
@@ -120,8 +120,8 @@ def test_bayes_below_softmax_below_linear_at_optimal_lam():
     lin = optimal_lambda(SPIKED, "linear", alpha, opt, lam_grid=grid, refine_iter=0)
     bay = tb.solve_bayes(SPIKED, alpha, BAYES_OPT)
     assert soft.result.converged and lin.result.converged and bay.converged
-    se_sb = math.hypot(soft.result.test_stderr, bay.test_stderr)
-    se_ls = math.hypot(soft.result.test_stderr, lin.result.test_stderr)
+    se_sb = math.hypot(soft.result.stderr_test, bay.stderr_test)
+    se_ls = math.hypot(soft.result.stderr_test, lin.result.stderr_test)
     assert bay.test_error < soft.test_error + 4 * se_sb
     assert soft.test_error < lin.test_error + 4 * se_ls
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from bayesslr.bayes import arviz_adapter
 from bayesslr.bayes.model import ModelSpec, model_spec
-from bayesslr.bayes.predict import excess_errors, overlaps, posterior_predict
+from bayesslr.bayes.predict import overlaps, posterior_predict
 from bayesslr.bayes.sampler import (
     INITS,
     SampleResult,
@@ -27,87 +27,102 @@ from bayesslr.bayes.sampler import (
     sample_anneal,
     sample_posterior,
 )
-from bayesslr.methods import Cell, register
-from bayesslr.task import ConfigError, Data, TaskConfig, Teacher, check_int, check_real, sample_task
+from bayesslr.bayes.sampler import SCHEMA as SAMPLER_SCHEMA
+from bayesslr.methods import Cell, PlotStyle, Resources, common, outputs, register
+from bayesslr.metrics import test_errors
+from bayesslr.options import Opt
+from bayesslr.task import (
+    ConfigError,
+    Data,
+    LengthLaw,
+    TaskConfig,
+    Teacher,
+    algorithm_key,
+    sample_task,
+    seed_key,
+)
 
 # teacher, training and test data in one compiled call (eager generation compiles op by op)
 _sample_task = jax.jit(sample_task, static_argnums=(1, 2, 3))
 
-DEFAULTS: dict[str, Any] = {
-    "chains": 2,
-    "warmup": 500,
-    "draws": 500,
-    "init": "teacher",
-    "chain_method": "vectorized",
-    "x64": False,
-    "n_test": 10_000,
-    "tempered": False,
-    "tempered_delta": 1e-2,
-    "tempered_nu": 10.0,
-    "target_accept": 0.8,
-    "max_tree_depth": 10,
-    "model": "marginal",
-    "anneal_fractions": "0.125,0.25,0.5",
-    "chunk": 128,
-    "idata": "",
-}
+# convergence verdict of a run (Vehtari et al. 2021, "Rank-normalization, folding, and
+# localization: an improved R-hat"): split R-hat below this, bulk and tail ESS of at least this
+# many per chain, no divergent transition; with several starts, the pooled R-hat too
+RHAT_MAX = 1.01
+ESS_PER_CHAIN_MIN = 100.0
+
+SCHEMA = SAMPLER_SCHEMA + (
+    Opt("init", ("teacher",), "choices", choices=INITS,
+        doc="start(s): teacher, random, anneal; a comma list runs each (the first is reported)"),
+    Opt("n_test", 10_000, "int", low=2, high=10**8, doc="fresh test inputs"),
+    Opt("tempered", False, "bool",
+        doc="allow delta=0 / nu=inf by sampling a tempered likelihood (tempered_delta, "
+            "tempered_nu)"),
+    Opt("tempered_delta", 1e-2, "real", low=0.0, low_open=True,
+        doc="likelihood noise variance used when delta=0 (tempered)"),
+    Opt("tempered_nu", 10.0, "real", low=0.0, low_open=True,
+        doc="likelihood nu used when nu=inf (tempered)"),
+    Opt("anneal_fractions", (0.125, 0.25, 0.5), "reals", low=0.0, high=1.0, low_open=True,
+        high_open=True, max_len=64,
+        doc="increasing fractions of the data of the annealing rungs before the full data"),
+    Opt("chunk", 128, "int", low=1, high=10**6, doc="draws per prediction block"),
+    Opt("idata", None, "str", nullable=True,
+        doc="write the ArviZ InferenceData of the reported start to this netCDF path"),
+)
 
 
-def _bool(name: str, value: Any) -> bool:
-    if isinstance(value, bool | np.bool_):
-        return bool(value)
-    if isinstance(value, int | np.integer) and value in (0, 1):
-        return bool(value)
-    if isinstance(value, str) and value.strip().lower() in {"true", "1", "yes", "false", "0", "no"}:
-        return value.strip().lower() in {"true", "1", "yes"}
-    raise ConfigError(f"{name}={value!r} is not a boolean; allowed: true or false")
+def _check(cell: Cell, opts: Mapping[str, Any]) -> None:
+    fr = opts["anneal_fractions"]
+    if any(b <= a for a, b in zip(fr, fr[1:], strict=False)):
+        raise ConfigError(f"anneal_fractions={','.join(f'{f:g}' for f in fr)} is not "
+                          "allowed; allowed: increasing reals in (0, 1)")
+    model_spec(cell.task(), tempered=opts["tempered"], tempered_delta=opts["tempered_delta"],
+               tempered_nu=opts["tempered_nu"])
 
 
-def _inits(value: Any) -> tuple[str, ...]:
-    items = value.split(",") if isinstance(value, str) else list(value)
-    inits = tuple(str(i).strip() for i in items if str(i).strip())
-    bad = [i for i in inits if i not in INITS]
-    if not inits or bad or len(set(inits)) != len(inits):
-        raise ConfigError(f"init={value!r} is not allowed; allowed: one or more distinct of "
-                          f"{', '.join(INITS)} (comma-separated; the first is reported)")
-    return inits
+def _sizes(cell: Cell) -> tuple[int, int, int]:
+    D = cell.dimension()
+    return D, cell.n_train(), LengthLaw.parse(cell.L).L_max
 
 
-def _fractions(value: Any) -> tuple[float, ...]:
-    items = value.split(",") if isinstance(value, str) else list(value)
-    fr = tuple(check_real("anneal_fractions", f, low=0.0, high=1.0, low_open=True)
-               for f in items if str(f).strip())
-    if any(b <= a for a, b in zip(fr, fr[1:], strict=False)) or any(f >= 1.0 for f in fr):
-        raise ConfigError(f"anneal_fractions={value!r} is not allowed; allowed: increasing "
-                          "reals in (0, 1)")
-    return fr
+def _memory(cell: Cell, opts: Mapping[str, Any]) -> Resources:
+    D, N, L = _sizes(cell)
+    fb = 8 if opts["x64"] else 4
+    runs = len(opts["init"])
+    data = (N + opts["n_test"]) * L * D * 4 * 2  # drawn in float32, copied once for the sampler
+    draws = runs * opts["chains"] * opts["draws"] * 2 * D * 8 * 2  # stored, and pooled
+    grad = opts["chains"] * N * L * fb * 8  # per-chain fields and their cotangents
+    predict = opts["n_test"] * min(opts["chunk"], opts["chains"] * opts["draws"]) * L * fb * 6
+    return Resources(data + draws + grad + predict,
+                     f"train + test data (N={N}, n_test={opts['n_test']}) x L={L} x D={D}, "
+                     f"draws {opts['chains']}x{opts['draws']}x2D",
+                     "D, alpha, n_test, draws or chains")
 
 
-def parse_options(options: Mapping[str, Any]) -> dict[str, Any]:
-    """Validate the cell options of ``bayes_sampling`` (see :func:`bayes_sampling_cell`)."""
-    unknown = set(options) - set(DEFAULTS)
-    if unknown:
-        raise ConfigError(f"options {sorted(unknown)} are unknown for bayes_sampling; allowed: "
-                          + ", ".join(DEFAULTS))
-    o = {**DEFAULTS, **dict(options)}
-    sampler = SamplerOptions(
-        chains=o["chains"], warmup=o["warmup"], draws=o["draws"],
-        chain_method=str(o["chain_method"]), x64=_bool("x64", o["x64"]),
-        target_accept=o["target_accept"], max_tree_depth=o["max_tree_depth"],
-        model=str(o["model"]),
-    ).validated()
-    return {
-        "sampler": sampler,
-        "inits": _inits(o["init"]),
-        "n_test": check_int("n_test", o["n_test"], low=2),
-        "tempered": _bool("tempered", o["tempered"]),
-        "tempered_delta": check_real("tempered_delta", o["tempered_delta"], low=0.0,
-                                     low_open=True),
-        "tempered_nu": check_real("tempered_nu", o["tempered_nu"], low=0.0, low_open=True),
-        "anneal_fractions": _fractions(o["anneal_fractions"]),
-        "chunk": check_int("chunk", o["chunk"], low=1),
-        "idata": str(o["idata"] or ""),
-    }
+def _cost(cell: Cell, opts: Mapping[str, Any]) -> float:
+    D, N, L = _sizes(cell)
+    steps = (opts["warmup"] + opts["draws"]) * opts["chains"] * len(opts["init"])
+    return 25.0 + steps * 2 * 16 * (N * D * L * 4) / 2e9  # ~16 leapfrog steps per iteration
+
+
+def verdict(summary: Mapping[str, Any], chains: int) -> tuple[bool, str]:
+    """Yes/no convergence of one NUTS run against the thresholds of :data:`RHAT_MAX` and
+    :data:`ESS_PER_CHAIN_MIN` (and no divergence), with the reason."""
+    ess_min = ESS_PER_CHAIN_MIN * chains
+    fails = []
+    r = summary.get("r_hat_max", math.nan)
+    if not r <= RHAT_MAX:
+        fails.append(f"r_hat_max {r:.3g} > {RHAT_MAX}")
+    for name in ("ess_bulk_min", "ess_tail_min"):
+        e = summary.get(name, math.nan)
+        if not e >= ess_min:
+            fails.append(f"{name} {e:.3g} < {ess_min:g}")
+    if summary.get("divergences", 0) > 0:
+        fails.append(f"{int(summary['divergences'])} divergent transitions")
+    pooled = summary.get("r_hat_max_pooled")
+    if pooled is not None and not pooled <= RHAT_MAX:
+        fails.append(f"starts disagree: pooled r_hat {pooled:.3g} > {RHAT_MAX}")
+    return (not fails), ("converged" if not fails else "; ".join(fails))
 
 
 def run_start(key: jax.Array, init: str, spec: ModelSpec, teacher: Teacher, data: Data,
@@ -121,22 +136,31 @@ def run_start(key: jax.Array, init: str, spec: ModelSpec, teacher: Teacher, data
     return sample_posterior(krun, spec, data, sampler, start=start, init=init)
 
 
-@register("bayes_sampling", needs=("alpha",),
-          description="Bayes-optimal estimator by NUTS (spec section 6); options: chains, "
-                      "warmup, draws, init, chain_method, x64, n_test, tempered")
-def bayes_sampling_cell(cell: Cell) -> dict[str, Any]:
+@register("bayes_sampling", schema=SCHEMA, needs=("alpha", "D"),
+          description="Bayes-optimal estimator by NUTS on the data (spec section 6)",
+          outputs=common("test_error", "stderr", "risk", "oracle_error", "oracle_error_stderr",
+                         "excess_over_oracle", "excess_over_oracle_stderr", "m_k", "q_k",
+                         "m_v", "q_v", "m_kv", "m_vk", "q_kv", "nishimori_gap", "r_hat_max",
+                         "ess_bulk_min", "ess_tail_min", "divergences", "grad_evals",
+                         "converged", "reason", "runtime_s") + outputs(
+              ("test_error_plain", "test error of the plain average of per-draw predictions"),
+              ("ess_per_grad", "ess_bulk_min per gradient evaluation (warm-up included)"),
+              ("disagreement", "max mean squared difference of predictions between starts"),
+              ("log_lik_gap", "mean log-likelihood per sample, first start minus the others",
+               "nat"),
+              ("r_hat_max_pooled", "split R-hat over all chains of all starts")),
+          cost=_cost, memory=_memory, check=_check,
+          plot=PlotStyle(kind="marker", label="Bayes (NUTS)", marker="s", color="k"),
+          version="2")
+def bayes_sampling_cell(cell: Cell, opts: Mapping[str, Any]) -> dict[str, Any]:
     """Registered method ``bayes_sampling``: posterior-mean (Bayes-optimal) test error by NUTS.
 
     Teacher, training data (``N = round(alpha D)``) and test data come from
-    ``sample_task(jax.random.key(seed), task, N, n_test)`` (the same draws as every other method
-    with that seed); the sampler's randomness from ``fold_in(key(seed), 1)``.
+    ``sample_task(seed_key(seed), task, N, n_test)`` (the same draws as every other method
+    with that seed); the sampler's randomness from ``algorithm_key(key, "sampler")``.
 
-    Cell options
-    ------------
-    chains : int, default 2
-        NUTS chains.
-    warmup, draws : int, default 500, 500
-        Warm-up iterations and kept draws per chain.
+    Options (:data:`SCHEMA`; each with its range and default in ``bayesslr methods``)
+    ---------------------------------------------------------------------------------
     init : str, default "teacher"
         Start: ``teacher``, ``random`` or ``anneal`` (nested data sets at ``anneal_fractions``
         of ``N``, each started from the previous one's last draws). A comma list runs each
@@ -144,19 +168,14 @@ def bayes_sampling_cell(cell: Cell) -> dict[str, Any]:
         ``disagreement`` (max over the others of ``mean (y_hat - y_hat_other)^2`` on the test
         set), ``log_lik_gap`` (max of mean log-likelihood per sample, first minus other, nats)
         and ``r_hat_max_pooled`` (R-hat over all chains of all starts).
-    chain_method : str, default "vectorized"
-        ``vectorized``, ``parallel`` (falls back to ``vectorized``) or ``sequential``.
-    x64 : bool, default False
-        Sample in float64 (data drawn as without it).
-    n_test : int, default 10000
-        Test inputs.
     tempered : bool, default False
         Allow ``delta = 0`` / ``nu = inf`` by sampling the tempered likelihood with
-        ``tempered_delta`` (default 0.01) / ``tempered_nu`` (default 10) instead; without it
-        such cells are refused (:class:`ConfigError` naming ``delta`` or ``nu``).
-    target_accept, max_tree_depth, model, chunk, idata :
-        NUTS target acceptance (0.8), tree depth (10), ``marginal`` or ``enumerated`` model,
-        draws per prediction block (128), and a netCDF path for the ``InferenceData`` ("": none).
+        ``tempered_delta`` / ``tempered_nu`` instead; without it such cells are refused
+        (:class:`ConfigError` naming ``delta`` or ``nu``).
+    chains, warmup, draws, chain_method, x64, target_accept, max_tree_depth, model, n_test,
+    chunk, idata :
+        NUTS settings, test-set size, draws per prediction block, and a netCDF path for the
+        ``InferenceData``.
 
     Notes
     -----
@@ -165,6 +184,8 @@ def bayes_sampling_cell(cell: Cell) -> dict[str, Any]:
     modes far below the truth (``log_lik_gap`` of about 2 nats per sample at ``D = 100``,
     ``alpha = 4``, measured), hence ``init="teacher,random"`` to report both. Low ``alpha``
     (about 1) mixes slowly even from the teacher: budget more draws there (spec section 6).
+    ``converged`` is the verdict of :func:`verdict` (R-hat, ESS per chain, divergences and,
+    with several starts, their agreement), ``reason`` says which threshold failed.
 
     Returns
     -------
@@ -173,27 +194,27 @@ def bayes_sampling_cell(cell: Cell) -> dict[str, Any]:
         ``stderr``, ``risk``, ``oracle_error``, ``excess_over_oracle`` (+ stderrs),
         ``test_error_plain`` (average of per-draw conditional means), overlaps ``m_k .. q_kv``
         of the posterior means, ``nishimori_gap``, ``r_hat_max``, ``ess_bulk_min``,
-        ``ess_tail_min``, ``ess_per_grad``, ``divergences``, ``grad_evals``, ``runtime_s`` and
-        provenance (``init``, ``chain_method_used``, ``nu_model``, ``delta_model``, ...).
+        ``ess_tail_min``, ``ess_per_grad``, ``divergences``, ``grad_evals``, ``converged``,
+        ``reason``, ``runtime_s`` and provenance (``init``, ``chain_method_used``,
+        ``nu_model``, ``delta_model``, ...).
     """
     t0 = time.perf_counter()
-    opts = parse_options(cell.options)
     task = cell.task()
     N = cell.n_train()
     spec = model_spec(task, tempered=opts["tempered"], tempered_delta=opts["tempered_delta"],
                       tempered_nu=opts["tempered_nu"])
-    sampler: SamplerOptions = opts["sampler"]
-    key = jax.random.key(check_int("seed", cell.seed, low=0))
+    sampler = SamplerOptions.from_options(opts)
+    key = seed_key(cell.seed)
     teacher, train, test = _sample_task(key, task, N, opts["n_test"])
-    kalg = jax.random.fold_in(key, 1)
+    kalg = algorithm_key(key, "sampler")
     runs: dict[str, SampleResult] = {}
-    for j, init in enumerate(opts["inits"]):
+    for j, init in enumerate(opts["init"]):
         runs[init] = run_start(jax.random.fold_in(kalg, j), init, spec, teacher, train, sampler,
                                opts["anneal_fractions"])
-    main_init = opts["inits"][0]
+    main_init = opts["init"][0]
     res = runs[main_init]
     out, preds = _evaluate(task, spec, teacher, train, test, res, opts["chunk"], sampler.x64)
-    for init in opts["inits"][1:]:
+    for init in opts["init"][1:]:
         other, p_other = _evaluate(task, spec, teacher, train, test, runs[init], opts["chunk"],
                                    sampler.x64)
         for name in ("test_error", "r_hat_max", "ess_bulk_min", "ess_tail_min", "divergences",
@@ -206,12 +227,13 @@ def bayes_sampling_cell(cell: Cell) -> dict[str, Any]:
     if len(runs) > 1:
         pooled = {n: np.concatenate([getattr(r, n) for r in runs.values()]) for n in ("k", "v")}
         out["r_hat_max_pooled"] = arviz_adapter.diagnostics(pooled)["r_hat_max"]
+    out["converged"], out["reason"] = verdict(out, sampler.chains)
     if opts["idata"]:
         attrs = {"task": str(task.to_dict()), "cell": cell.to_json(), **spec.to_dict()}
         idata = arviz_adapter.to_inference_data(res, attrs=attrs)
         out["idata_path"] = str(arviz_adapter.write_netcdf(idata, opts["idata"]))
     out.update({
-        "init": main_init, "inits": ",".join(opts["inits"]),
+        "init": main_init, "inits": ",".join(opts["init"]),
         "chain_method_used": res.chain_method, "chains": sampler.chains,
         "warmup": sampler.warmup, "draws": sampler.draws, "x64": sampler.x64,
         "N": N, "n_test": opts["n_test"], "model": sampler.model,
@@ -229,12 +251,12 @@ def _evaluate(task: TaskConfig, spec: ModelSpec, teacher: Teacher, train: Data, 
         dtype = jnp.float64 if x64 else jnp.float32
         pred = posterior_predict(spec, jnp.asarray(kf, dtype), jnp.asarray(vf, dtype),
                                  test.X, test.mask, chunk=chunk)
-        err = excess_errors(task, teacher, test, pred.exact)
-        err_plain = excess_errors(task, teacher, test, pred.plain)
+        err = test_errors(task, teacher, test, pred.exact)
+        err_plain = test_errors(task, teacher, test, pred.plain)
     out: dict[str, Any] = {
         "test_error": err.test_error, "stderr": err.stderr,
-        "risk": err.test_error + task.delta,
-        "oracle_error": err.oracle_error, "oracle_stderr": err.oracle_stderr,
+        "risk": err.risk,
+        "oracle_error": err.oracle_error, "oracle_error_stderr": err.oracle_error_stderr,
         "excess_over_oracle": err.excess_over_oracle,
         "excess_over_oracle_stderr": err.excess_over_oracle_stderr,
         "test_error_plain": err_plain.test_error,

@@ -41,7 +41,7 @@ import numpyro
 import numpyro.distributions as dist
 
 from bayesslr.jaxconfig import Array
-from bayesslr.task import ConfigError, TaskConfig
+from bayesslr.task import ConfigError, TaskConfig, fields
 
 LOG_2PI = math.log(2.0 * math.pi)
 
@@ -142,12 +142,6 @@ def token_log_weights(variant: str, nu: Array, chi: Array, mask: Array,
     else:
         raise ConfigError(f"variant={variant!r} is unknown; allowed: spiked, max")
     return jnp.where(mask, a, -jnp.inf)
-
-
-def fields(X: Array, k: Array, v: Array) -> tuple[Array, Array]:
-    """``chi = X k / sqrt(D)`` and ``z = X v / sqrt(D)``, each ``(n, L_max)``."""
-    s = jnp.sqrt(X.shape[-1])
-    return X @ k / s, X @ v / s
 
 
 def log_lik_samples(spec: ModelSpec, k: Array, v: Array, X: Array, y: Array,

@@ -1,4 +1,4 @@
-"""Posterior-mean prediction and its test errors (spec sections 1, 3 and 6).
+"""Posterior-mean prediction of the sampled posterior (spec sections 1, 3 and 6).
 
 With posterior draws ``(k_s, v_s)``, ``s = 1..S``, and a test input ``X``:
 
@@ -10,11 +10,8 @@ With posterior draws ``(k_s, v_s)``, ``s = 1..S``, and a test input ``X``:
 
 Both are streamed over chunks of draws with a running log-sum-exp, so memory stays flat in ``S``.
 
-Test errors are excess errors ``E[(y - y_hat)^2] - Delta`` on fresh test inputs, Rao-Blackwellised
-over the hidden location: since ``P(eps* = l | X) = softmax(c_nu chi*)_l`` exactly (section 1),
-``E[(y - y_hat)^2 | X] - Delta = sum_l P_l (z*_l - y_hat)^2``. The oracle (teacher known)
-predicts ``sum_l P_l z*_l`` and its excess error is ``sum_l P_l z*_l^2 - (sum_l P_l z*_l)^2``;
-the excess of a predictor over the oracle is ``mean (y_hat - y_oracle)^2`` on the same test set.
+The predictions are scored by :func:`bayesslr.metrics.test_errors`, the suite's one error
+measurement (Rao-Blackwellised excess error, the oracle on the same test set).
 """
 
 from __future__ import annotations
@@ -28,7 +25,8 @@ import numpy as np
 
 from bayesslr.bayes.model import ModelSpec, token_log_weights
 from bayesslr.jaxconfig import Array
-from bayesslr.task import Data, TaskConfig, Teacher, location_posterior, teacher_fields
+from bayesslr.task import Teacher
+from bayesslr.task import overlaps as task_overlaps
 
 
 class Predictions(NamedTuple):
@@ -44,33 +42,6 @@ class Predictions(NamedTuple):
 
     exact: Array
     plain: Array
-
-
-class ExcessErrors(NamedTuple):
-    """Excess test errors of one predictor and of the oracle on the same test set.
-
-    Attributes
-    ----------
-    test_error : float
-        Excess error (risk minus Delta) of the predictor, Rao-Blackwellised over ``eps*``.
-    stderr : float
-        Standard error of ``test_error`` over test inputs.
-    oracle_error : float
-        Excess error of the teacher-known Bayes predictor.
-    oracle_stderr : float
-        Its standard error.
-    excess_over_oracle : float
-        ``mean (y_hat - y_oracle)^2`` (= ``test_error - oracle_error``).
-    excess_over_oracle_stderr : float
-        Its standard error.
-    """
-
-    test_error: float
-    stderr: float
-    oracle_error: float
-    oracle_stderr: float
-    excess_over_oracle: float
-    excess_over_oracle_stderr: float
 
 
 @functools.partial(jax.jit, static_argnames=("variant", "chunk"))
@@ -137,39 +108,6 @@ def posterior_predict(spec: ModelSpec, k_draws: Array, v_draws: Array, X: Array,
     return Predictions(exact, plain)
 
 
-def oracle_predict(task: TaskConfig, teacher: Teacher, data: Data) -> tuple[Array, Array, Array]:
-    """Teacher-known Bayes prediction ``sum_l P_l z*_l`` with ``P = softmax(c_nu chi*)``.
-
-    Returns ``(y_oracle (n,), P (n, L_max), z* (n, L_max))``.
-    """
-    chi_s, z_s = teacher_fields(task, teacher, data)
-    P = location_posterior(task, chi_s, data.mask)
-    z_s = jnp.where(data.mask, z_s, 0.0)
-    return jnp.sum(P * z_s, axis=-1), P, z_s
-
-
-@functools.partial(jax.jit, static_argnames=("task",))
-def _error_terms(task: TaskConfig, teacher: Teacher, data: Data, y_hat: Array):
-    y_or, P, z_s = oracle_predict(task, teacher, data)
-    y_hat = jnp.asarray(y_hat, y_or.dtype)
-    err = jnp.sum(P * (z_s - y_hat[:, None]) ** 2, axis=-1)
-    err_or = jnp.sum(P * (z_s - y_or[:, None]) ** 2, axis=-1)
-    return err, err_or, (y_hat - y_or) ** 2
-
-
-def excess_errors(task: TaskConfig, teacher: Teacher, test: Data, y_hat: Array) -> ExcessErrors:
-    """Excess test error of ``y_hat`` and of the oracle on ``test`` (Rao-Blackwellised)."""
-    err, err_or, gap = _error_terms(task, teacher, test, y_hat)
-    n = err.shape[0]
-
-    def ms(x):
-        x = np.asarray(x, np.float64)
-        return float(x.mean()), float(x.std(ddof=1) / np.sqrt(n)) if n > 1 else float("nan")
-
-    (e, se), (eo, seo), (g, sg) = ms(err), ms(err_or), ms(gap)
-    return ExcessErrors(e, se, eo, seo, g, sg)
-
-
 def overlaps(teacher: Teacher, k_mean: Array, v_mean: Array) -> dict[str, float]:
     """Posterior-mean overlaps (spec section 3) and the Nishimori gap ``max |m - q|``.
 
@@ -177,11 +115,8 @@ def overlaps(teacher: Teacher, k_mean: Array, v_mean: Array) -> dict[str, float]
     ``m_a - q_a`` fluctuates around zero at ``O(D^-1/2)``; a large gap flags a sampler that has
     not found the posterior.
     """
-    D = k_mean.shape[-1]
-    ks, vs = np.asarray(teacher.k, np.float64), np.asarray(teacher.v, np.float64)
-    k, v = np.asarray(k_mean, np.float64), np.asarray(v_mean, np.float64)
-    out = {"m_k": k @ ks / D, "q_k": k @ k / D, "m_v": v @ vs / D, "q_v": v @ v / D,
-           "m_kv": k @ vs / D, "m_vk": v @ ks / D, "q_kv": k @ v / D}
-    out = {n: float(x) for n, x in out.items()}
+    t = Teacher(np.asarray(teacher.k, np.float64), np.asarray(teacher.v, np.float64))
+    out = {n: float(x) for n, x in task_overlaps(np.asarray(k_mean, np.float64),
+                                                  np.asarray(v_mean, np.float64), t).items()}
     out["nishimori_gap"] = max(abs(out["m_k"] - out["q_k"]), abs(out["m_v"] - out["q_v"]))
     return out

@@ -24,7 +24,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 import jax
@@ -37,20 +37,21 @@ from numpyro.infer.util import log_density
 from bayesslr.bayes import arviz_adapter
 from bayesslr.bayes.model import MODELS, ModelSpec, log_lik_samples
 from bayesslr.jaxconfig import Array, PRNGKey
-from bayesslr.task import ConfigError, Data, Teacher, check_int, check_real
+from bayesslr.options import Validated, option, schema_of
+from bayesslr.task import ConfigError, Data, Teacher
 
 INITS: tuple[str, ...] = ("teacher", "random", "anneal")
 CHAIN_METHODS: tuple[str, ...] = ("vectorized", "parallel", "sequential")
 
 
 @dataclass(frozen=True)
-class SamplerOptions:
-    """NUTS settings.
+class SamplerOptions(Validated):
+    """NUTS settings (each field checked on construction; :data:`SCHEMA` lists them).
 
     Attributes
     ----------
     chains : int
-        Number of chains (>= 1).
+        Number of chains (1 to 64).
     warmup : int
         Warm-up (adaptation) iterations per chain (>= 1).
     draws : int
@@ -62,40 +63,25 @@ class SamplerOptions:
     target_accept : float
         NUTS target acceptance probability, in (0, 1).
     max_tree_depth : int
-        NUTS maximal tree depth (>= 1).
+        NUTS maximal tree depth (1 to 15).
     model : {"marginal", "enumerated"}
         Location summed analytically, or enumerated by funsor (optional dependency).
     """
 
-    chains: int = 2
-    warmup: int = 500
-    draws: int = 500
-    chain_method: str = "vectorized"
-    x64: bool = False
-    target_accept: float = 0.8
-    max_tree_depth: int = 10
-    model: str = "marginal"
+    chains: int = option(2, low=1, high=64, doc="NUTS chains")
+    warmup: int = option(500, low=1, high=10**7, doc="warm-up iterations per chain")
+    draws: int = option(500, low=2, high=10**7, doc="kept draws per chain")
+    chain_method: str = option("vectorized", choices=CHAIN_METHODS,
+                               doc="how chains share the host (parallel falls back)")
+    x64: bool = option(False, doc="sample in float64 (the data are drawn as without it)")
+    target_accept: float = option(0.8, low=0.0, high=1.0, low_open=True, high_open=True,
+                                  doc="NUTS target acceptance probability")
+    max_tree_depth: int = option(10, low=1, high=15, doc="NUTS maximal tree depth")
+    model: str = option("marginal", choices=tuple(MODELS),
+                        doc="location summed out (marginal) or enumerated (needs funsor)")
 
-    def validated(self) -> SamplerOptions:
-        """Return a copy with checked, normalised values (raise :class:`ConfigError`)."""
-        if self.chain_method not in CHAIN_METHODS:
-            raise ConfigError(f"chain_method={self.chain_method!r} is unknown; allowed: one of "
-                              + ", ".join(CHAIN_METHODS))
-        if self.model not in MODELS:
-            raise ConfigError(f"model={self.model!r} is unknown; allowed: one of "
-                              + ", ".join(MODELS))
-        ta = check_real("target_accept", self.target_accept, low=0.0, high=1.0, low_open=True)
-        if ta >= 1.0:
-            raise ConfigError(f"target_accept={ta} is out of range; allowed: real in (0, 1)")
-        return replace(
-            self,
-            chains=check_int("chains", self.chains, low=1, high=64),
-            warmup=check_int("warmup", self.warmup, low=1),
-            draws=check_int("draws", self.draws, low=2),
-            x64=bool(self.x64),
-            target_accept=ta,
-            max_tree_depth=check_int("max_tree_depth", self.max_tree_depth, low=1, high=15),
-        )
+
+SCHEMA = schema_of(SamplerOptions, "bayes_sampling")
 
 
 class SampleResult(NamedTuple):
@@ -286,7 +272,7 @@ def sample_posterior(key: PRNGKey, spec: ModelSpec, data: Data, options: Sampler
     -------
     SampleResult
     """
-    opts = options.validated()
+    opts = options
     method = resolve_chain_method(opts.chain_method, opts.chains)
     t0 = time.perf_counter()
     try:
@@ -349,7 +335,7 @@ def sample_anneal(key: PRNGKey, spec: ModelSpec, data: Data, options: SamplerOpt
     """
     n = data.y.shape[0]
     D = data.X.shape[-1]
-    opts = options.validated()
+    opts = options
     keys = jax.random.split(key, len(fractions) + 2)
     start = init_params(keys[0], "random", opts.chains, D)
     rungs = []
@@ -373,8 +359,3 @@ def mean_log_lik(spec: ModelSpec, res: SampleResult, data: Data, max_draws: int 
     ll = jax.vmap(lambda k, v: jnp.mean(log_lik_samples(spec, k, v, data.X, data.y, data.mask)))(
         jnp.asarray(kf[idx], jnp.float32), jnp.asarray(vf[idx], jnp.float32))
     return float(jnp.mean(ll))
-
-
-def options_dict(opts: SamplerOptions) -> dict[str, Any]:
-    """Settings as a JSON-ready dict (for provenance attrs)."""
-    return asdict(opts)

@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from bayesslr.methods import Cell, families, run_unit, units, validate_cell
 from bayesslr.task import ConfigError, TaskConfig, check_int, check_real, make_task
 
 # The task options every verb shares (annotated types, so each verb keeps its own default).
@@ -86,3 +87,34 @@ def emit(result: Mapping[str, Any], as_json: bool, title: str = "") -> None:
             v = json.dumps(_jsonable(v))
         table.add_row(str(k), str(v))
     Console().print(table)
+
+
+def run_cells(cells: list[Cell]) -> list[dict[str, Any]]:
+    """Run cells in this process as a sweep runs them (validated first, grouped into units of
+    work by :func:`bayesslr.methods.units`), results in the order of ``cells``."""
+    for c in cells:
+        validate_cell(c)  # every cell before any work
+    results: dict[int, dict[str, Any]] = {}
+    for unit in units(cells):
+        for c, out in zip(unit, run_unit(unit), strict=True):
+            results[id(c)] = out
+    return [results[id(c)] for c in cells]
+
+
+def schema_option(family: str, name: str, flag: str | None = None) -> Any:
+    """A typer option for the family's option ``name``: its help, allowed range and default
+    come from the registry's schema (one place); the flag's value stays ``None`` unless given,
+    so the family's own default applies."""
+    opt = families()[family].schema[name]
+    default = opt.default if not isinstance(opt.default, tuple) else ",".join(
+        f"{x:g}" if isinstance(x, float) else str(x) for x in opt.default)
+    shown = "none" if default is None else str(default).lower() if isinstance(
+        default, bool) else f"{default:g}" if isinstance(default, float) else str(default)
+    return typer.Option(None, flag or "--" + name.replace("_", "-"), show_default=False,
+                        help=f"{opt.doc[:1].upper()}{opt.doc[1:]} (default {shown}; "
+                             f"allowed: {opt.allowed()}).")
+
+
+def given(**values: Any) -> dict[str, Any]:
+    """The options the user gave (flags left at ``None`` take the family's default)."""
+    return {k: v for k, v in values.items() if v is not None}

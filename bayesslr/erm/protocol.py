@@ -22,8 +22,8 @@ Starts (the algorithm's randomness comes from ``fold_in(key(seed), 1)``, apart f
 The activation's own scalars start at their registry defaults. Among the restarts the one with
 the lowest final objective is kept (per seed and per ``lam``).
 
-``lam = "auto"``: the last ``val_frac`` of the training samples is held out; every ``lam`` of the
-grid is fitted on the rest; the ``lam`` with the smallest validation risk ``mean (y - f)^2``
+``lam = "validation"``: the last ``val_frac`` of the training samples is held out; every ``lam``
+of the grid is fitted on the rest; the ``lam`` with the smallest validation risk ``mean (y - f)^2``
 (noisy labels, averaged over seeds) is chosen for this ``alpha``; the model is then refitted on
 the whole training set with that ``lam``. The test set never enters the selection: the selection
 code receives only the training data.
@@ -35,7 +35,7 @@ import math
 import time
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -48,25 +48,22 @@ from bayesslr.erm.lbfgs import (
     DEFAULT_MEMORY,
     lbfgs_solve_batch,
 )
-from bayesslr.erm.objective import (
-    OVERLAP_NAMES,
-    Params,
-    TestErrors,
-    overlaps,
-    predict,
-    test_errors_given,
-)
+from bayesslr.erm.objective import Params, predict
 from bayesslr.jaxconfig import Array, PRNGKey
+from bayesslr.metrics import TestErrors, oracle_terms, score_given
+from bayesslr.options import Validated, option
 from bayesslr.task import (
+    OVERLAP_NAMES,
     ConfigError,
     Data,
     TaskConfig,
     Teacher,
+    algorithm_key,
     check_int,
     check_real,
-    location_posterior,
-    sample_data,
-    sample_teacher,
+    make_task,
+    overlaps,
+    sample_task,
 )
 
 INITS: tuple[str, ...] = ("informed", "random")
@@ -74,9 +71,26 @@ INFORMED_C_INF = 5.0  # norm factor of the informed start for max-SLR with nu = 
 DEFAULT_LAM_GRID: tuple[float, ...] = (1e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0, 3.0)
 
 
+LAM_MODES: tuple[str, ...] = ("validation",)
+
+
+def parse_lam(value: Any) -> float | str:
+    """A ridge penalty: a real ``>= 0``, or ``"validation"`` (grid search on held-out
+    training data). ``"auto"`` is refused: it named two different searches (the ERM validation
+    search and the replica theory's optimum)."""
+    if isinstance(value, str) and value.strip().lower() in LAM_MODES:
+        return value.strip().lower()
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        raise ConfigError("lam='auto' is ambiguous; allowed: real >= 0 or 'validation' (grid "
+                          "search on held-out training data)")
+    if value is None:
+        raise ConfigError("lam is not set; allowed: real >= 0 or 'validation'")
+    return check_real("lam", value, low=0.0)
+
+
 @dataclass(frozen=True)
-class ERMOptions:
-    """Options of the L-BFGS ERM protocol (validated by :meth:`check`).
+class ERMOptions(Validated):
+    """Options of the L-BFGS ERM protocol (each field checked on construction).
 
     Attributes
     ----------
@@ -97,54 +111,35 @@ class ERMOptions:
     memory : int
         L-BFGS history size.
     lam_grid : tuple of float
-        Grid searched by ``lam = "auto"``.
+        Grid searched by ``lam = "validation"``.
     val_frac : float
         Fraction of the training samples held out for the validation of ``lam``.
     max_batch_bytes : float
         Memory allowed for the training data of the seeds fitted together.
     """
 
-    init: str = "informed"
-    restarts: int = 1
-    init_noise: float = 0.1
-    init_scale: float = 1.0
-    n_test: int = 10_000
-    max_iter: int = DEFAULT_MAX_ITER
-    gtol: float = DEFAULT_GTOL
-    memory: int = DEFAULT_MEMORY
-    lam_grid: tuple[float, ...] = DEFAULT_LAM_GRID
-    val_frac: float = 0.2
-    max_batch_bytes: float = 2e9
+    init: str = option("informed", choices=INITS, doc="start: informed (near the teacher, the "
+                       "paper's protocol) or random")
+    restarts: int = option(1, low=1, high=1000, doc="starts per seed and lam; the lowest "
+                           "final objective is kept")
+    init_noise: float = option(0.1, low=0.0, doc="perturbation size of the informed start")
+    init_scale: float = option(1.0, low=0.0, low_open=True,
+                               doc="standard deviation of the random start's components")
+    n_test: int = option(10_000, low=2, high=10**8, doc="fresh test samples per seed")
+    max_iter: int = option(DEFAULT_MAX_ITER, low=1, high=10**6, doc="L-BFGS iteration cap")
+    gtol: float = option(DEFAULT_GTOL, low=0.0, low_open=True,
+                         doc="tolerance on |grad S| / sqrt(D)")
+    memory: int = option(DEFAULT_MEMORY, low=1, high=1000, doc="L-BFGS history size")
+    lam_grid: tuple[float, ...] = option(DEFAULT_LAM_GRID, low=0.0, max_len=200,
+                                         doc="grid searched by lam='validation'")
+    val_frac: float = option(0.2, low=0.0, high=0.9, low_open=True,
+                             doc="fraction of the training set held out to choose lam")
+    max_batch_bytes: float = option(2e9, low=1.0, doc="memory allowed for the training data "
+                                    "of the seeds fitted together")
 
-    def check(self) -> ERMOptions:
-        """Return a validated copy (numbers coerced), raising :class:`ConfigError` otherwise."""
-        if self.init not in INITS:
-            raise ConfigError(f"init={self.init!r} is unknown; allowed: one of {', '.join(INITS)}")
-        grid = self.lam_grid
-        if isinstance(grid, str):
-            grid = [g for g in grid.split(",") if g.strip()]
-        grid = tuple(sorted(check_real("lam_grid", g, low=0.0) for g in grid))
-        if not grid:
-            raise ConfigError("lam_grid=() is empty; allowed: one or more reals >= 0")
-        return ERMOptions(
-            init=self.init,
-            restarts=check_int("restarts", self.restarts, low=1),
-            init_noise=check_real("init_noise", self.init_noise, low=0.0),
-            init_scale=check_real("init_scale", self.init_scale, low=0.0, low_open=True),
-            n_test=check_int("n_test", self.n_test, low=2),
-            max_iter=check_int("max_iter", self.max_iter, low=1),
-            gtol=check_real("gtol", self.gtol, low=0.0, low_open=True),
-            memory=check_int("memory", self.memory, low=1),
-            lam_grid=grid,
-            val_frac=check_real("val_frac", self.val_frac, low=0.0, high=0.9, low_open=True),
-            max_batch_bytes=check_real("max_batch_bytes", self.max_batch_bytes, low=1.0),
-        )
-
-    @classmethod
-    def from_mapping(cls, options: dict[str, Any]) -> ERMOptions:
-        """Build from a cell's ``options`` (unknown keys are left to the caller)."""
-        names = set(cls.__dataclass_fields__)
-        return cls(**{k: v for k, v in options.items() if k in names}).check()
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        object.__setattr__(self, "lam_grid", tuple(sorted(self.lam_grid)))
 
 
 @dataclass(frozen=True)
@@ -156,9 +151,11 @@ class ERMResult:
     seeds : ndarray of int
         The seeds fitted.
     lam : float
-        The ``lam`` used (the chosen one under ``lam = "auto"``).
-    test_error, test_se, risk, oracle_error, gap_se : ndarray
-        See :class:`bayesslr.erm.objective.TestErrors`.
+        The ``lam`` used (the chosen one under ``lam = "validation"``).
+    test_error, stderr, risk, risk_stderr, oracle_error, oracle_error_stderr,
+    excess_over_oracle, excess_over_oracle_stderr : ndarray
+        Per seed, see :class:`bayesslr.metrics.TestErrors` (``stderr``: the test-set Monte
+        Carlo error of that seed's ``test_error``).
     train_loss : ndarray
         ``1/(2N) sum (y - f)^2`` on the training set at the solution.
     objective : ndarray
@@ -172,8 +169,8 @@ class ERMResult:
     start : str
         ``informed`` or ``random``.
     lam_grid, val_risk, val_se : ndarray or None
-        Under ``lam = "auto"``: the grid, the validation risk (mean over seeds) and its standard
-        error over seeds, per grid point.
+        Under ``lam = "validation"``: the grid, the validation risk (mean over seeds) and its
+        standard error over seeds, per grid point.
     params : dict of str to ndarray or None
         The fitted ``k`` ``(seeds, D)``, ``v`` ``(seeds, D)`` and ``theta`` ``(seeds, P)``.
     runtime_s : float
@@ -185,10 +182,13 @@ class ERMResult:
     seeds: np.ndarray
     lam: float
     test_error: np.ndarray
-    test_se: np.ndarray
+    stderr: np.ndarray
     risk: np.ndarray
+    risk_stderr: np.ndarray
     oracle_error: np.ndarray
-    gap_se: np.ndarray
+    oracle_error_stderr: np.ndarray
+    excess_over_oracle: np.ndarray
+    excess_over_oracle_stderr: np.ndarray
     train_loss: np.ndarray
     objective: np.ndarray
     overlaps: dict[str, np.ndarray]
@@ -209,17 +209,23 @@ class ERMResult:
 
         ``stderr`` is the standard error over seeds (teacher, data and test set all vary); with a
         single seed it is the test-set Monte Carlo error of that seed, which ignores the
-        teacher-to-teacher spread.
+        teacher-to-teacher spread. ``stderr_test`` is the test-set part alone (root mean square
+        of the seeds' own errors over the number of seeds).
         """
         s = len(self.seeds)
-        te = self.test_error
-        stderr = float(np.std(te, ddof=1) / math.sqrt(s)) if s > 1 else float(self.test_se[0])
-        gap = te - self.oracle_error
-        gap_se = float(np.std(gap, ddof=1) / math.sqrt(s)) if s > 1 else float(self.gap_se[0])
+
+        def over_seeds(x: np.ndarray, own: np.ndarray) -> float:
+            return float(np.std(x, ddof=1) / math.sqrt(s)) if s > 1 else float(own[0])
+
+        gap = self.excess_over_oracle
         out: dict[str, Any] = {
-            "test_error": float(np.mean(te)), "stderr": stderr,
+            "test_error": float(np.mean(self.test_error)),
+            "stderr": over_seeds(self.test_error, self.stderr),
+            "stderr_test": float(np.sqrt(np.mean(self.stderr**2) / s)),
             "risk": float(np.mean(self.risk)), "oracle_error": float(np.mean(self.oracle_error)),
-            "excess_over_oracle": float(np.mean(gap)), "excess_over_oracle_se": gap_se,
+            "oracle_error_stderr": over_seeds(self.oracle_error, self.oracle_error_stderr),
+            "excess_over_oracle": float(np.mean(gap)),
+            "excess_over_oracle_stderr": over_seeds(gap, self.excess_over_oracle_stderr),
             "train_loss": float(np.mean(self.train_loss)),
             "objective": float(np.mean(self.objective)),
         }
@@ -277,10 +283,8 @@ def _draw_train(keys: Array, informed: Array, init_noise: Array, init_scale: Arr
     """Teacher, training data and the ``restarts`` starts ``(k, v)`` of each seed."""
 
     def one(key):
-        kt, ktr, _ = jax.random.split(key, 3)
-        teacher = sample_teacher(kt, task)
-        data = sample_data(ktr, task, teacher, n_train)
-        kinit = jax.random.fold_in(key, 1)
+        teacher, data, _ = sample_task(key, task, n_train, 0)
+        kinit = algorithm_key(key, "start")
         starts = jax.vmap(lambda r: make_start(jax.random.fold_in(kinit, r), task, teacher,
                                                informed, init_noise, init_scale))(
             jnp.arange(restarts))
@@ -291,17 +295,16 @@ def _draw_train(keys: Array, informed: Array, init_noise: Array, init_scale: Arr
 
 @partial(jax.jit, static_argnames=("task", "n_test"))
 def _draw_test(key: PRNGKey, *, task: TaskConfig, n_test: int):
-    """Teacher, fresh test data and its exact location posterior for one seed."""
-    kt, _, kte = jax.random.split(key, 3)
-    teacher = sample_teacher(kt, task)
-    test = sample_data(kte, task, teacher, n_test)
-    chi_s = test.X @ teacher.k / jnp.sqrt(task.D)
-    return teacher, test, location_posterior(task, chi_s, test.mask)
+    """Teacher, fresh test data and its oracle terms ``(P, z*)`` for one seed."""
+    teacher, _, test = sample_task(key, task, 0, n_test)
+    return teacher, test, oracle_terms(task, teacher, test)
 
 
 @partial(jax.jit, static_argnames=("act",))
-def _score(params: Params, teacher: Teacher, test: Data, posterior: Array, *, act: Activation):
-    return test_errors_given(act, params, teacher, test, posterior), overlaps(params, teacher)
+def _score(params: Params, teacher: Teacher, test: Data, oracle: tuple[Array, Array], *,
+           act: Activation):
+    f = predict(act, params, test.X, test.mask)
+    return score_given(*oracle, test.y, f), overlaps(params["k"], params["v"], teacher)
 
 
 def _fit_one_seed(data: Data, starts: Params, weight: Array, lam_k: Array, lam_v: Array,
@@ -354,7 +357,7 @@ def fit_seeds(task: TaskConfig, activation: str, n_train: int, seeds: Any, lam_k
     are held out). This is the building block of :func:`erm_fit` and of the ``lam``-grid
     benchmark.
     """
-    opts = (opts or ERMOptions()).check()
+    opts = opts or ERMOptions()
     act = get_activation(activation)
     n_train = check_int("n_train", n_train, low=1)
     n_fit = n_train if n_fit is None else check_int("n_fit", n_fit, low=1, high=n_train)
@@ -396,14 +399,18 @@ def evaluate(task: TaskConfig, activation: str, seeds: Any, params: Params,
     seeds = np.atleast_1d(np.asarray(seeds, dtype=np.int64))
     errs, ovs = [], []
     for i, key in enumerate(_seed_keys(seeds)):
-        teacher, test, post = _draw_test(key, task=task, n_test=n_test)
+        teacher, test, oracle = _draw_test(key, task=task, n_test=n_test)
         p = jax.tree_util.tree_map(lambda a, i=i: jnp.asarray(a[i]), params)
-        e, o = _score(p, teacher, test, post, act=act)
+        e, o = _score(p, teacher, test, oracle, act=act)
         errs.append(e)
         ovs.append(o)
         del test
-    stack = lambda xs: jax.tree_util.tree_map(lambda *a: np.stack(a), *xs)  # noqa: E731
-    return stack(errs), stack(ovs)
+    return _stack(errs), _stack(ovs)
+
+
+def _stack(xs: list[Any]) -> Any:
+    """Stack a list of equal pytrees of arrays along a new leading axis (numpy)."""
+    return jax.tree_util.tree_map(lambda *a: np.stack(a), *xs)
 
 
 def erm_fit(task: TaskConfig, activation: str, n_train: int, lam: float | str, *,
@@ -418,8 +425,9 @@ def erm_fit(task: TaskConfig, activation: str, n_train: int, lam: float | str, *
         A key of :data:`bayesslr.activations.ACTIVATIONS`.
     n_train : int
         Training samples ``N = alpha D``.
-    lam : float or "auto"
-        Ridge penalty ``lam_k = lam_v`` or ``"auto"`` (validation grid search).
+    lam : float or "validation"
+        Ridge penalty ``lam_k = lam_v``, or ``"validation"`` (grid search on held-out training
+        data, :func:`select_lam`).
     seeds : sequence of int
         Seeds of teacher, data, test data and starts.
     opts : ERMOptions
@@ -430,25 +438,24 @@ def erm_fit(task: TaskConfig, activation: str, n_train: int, lam: float | str, *
     ERMResult
     """
     t0 = time.perf_counter()
-    opts = (opts or ERMOptions()).check()
+    opts = opts or ERMOptions()
     act = get_activation(activation)
     seeds = np.atleast_1d(np.asarray(seeds, dtype=np.int64))
-    n_train = check_int("n_train", n_train, low=2 if lam == "auto" else 1)
+    lam = parse_lam(lam)
+    n_train = check_int("n_train", n_train, low=2 if lam == "validation" else 1)
     grid = val_risk = val_se = None
-    if isinstance(lam, str):
-        if lam.strip().lower() != "auto":
-            lam = check_real("lam", lam, low=0.0)
-        else:
-            lam, grid, val_risk, val_se = select_lam(task, activation, n_train, seeds, opts)
-    else:
-        lam = check_real("lam", lam, low=0.0)
+    if lam == "validation":
+        lam, grid, val_risk, val_se = select_lam(task, activation, n_train, seeds, opts)
     res, train, _ = fit_seeds(task, activation, n_train, seeds, lam, opts=opts)
     res = jax.tree_util.tree_map(lambda a: a[:, 0], res)
     errs, ov = evaluate(task, activation, seeds, res.params, opts.n_test)
     theta = np.asarray(res.params["theta"])
     return ERMResult(
-        seeds=seeds, lam=float(lam), test_error=errs.test_error, test_se=errs.test_se,
-        risk=errs.risk, oracle_error=errs.oracle_error, gap_se=errs.gap_se,
+        seeds=seeds, lam=float(lam), test_error=errs.test_error, stderr=errs.stderr,
+        risk=errs.risk, risk_stderr=errs.risk_stderr, oracle_error=errs.oracle_error,
+        oracle_error_stderr=errs.oracle_error_stderr,
+        excess_over_oracle=errs.excess_over_oracle,
+        excess_over_oracle_stderr=errs.excess_over_oracle_stderr,
         train_loss=np.asarray(train[:, 0]), objective=np.asarray(res.objective),
         overlaps={k: np.asarray(ov[k]) for k in OVERLAP_NAMES},
         theta={n: theta[:, i] for i, n in enumerate(act.param_names)},
@@ -471,7 +478,7 @@ def select_lam(task: TaskConfig, activation: str, n_train: int, seeds: Any,
     lam, grid, val_risk, val_se : float, ndarray, ndarray, ndarray
         Chosen value, grid, mean validation risk per grid point and its standard error over seeds.
     """
-    opts = (opts or ERMOptions()).check()
+    opts = opts or ERMOptions()
     n_val = min(max(1, int(round(opts.val_frac * n_train))), n_train - 1)
     grid = np.asarray(opts.lam_grid, dtype=float)
     _, _, val = fit_seeds(task, activation, n_train, seeds, grid, opts=opts,
@@ -481,3 +488,136 @@ def select_lam(task: TaskConfig, activation: str, n_train: int, seeds: Any,
     se = (val.std(axis=0, ddof=1) / math.sqrt(val.shape[0]) if val.shape[0] > 1
           else np.full_like(mean, np.nan))
     return float(grid[int(np.argmin(mean))]), grid, mean, se
+
+
+# --------------------------------------------------------------------------------------------
+# ERM on given data (the Python API: a user's own arrays, a lam grid fitted as one batch)
+# --------------------------------------------------------------------------------------------
+class ERMFit(NamedTuple):
+    """L-BFGS fits of one activation on one data set, one per ``lam`` (leading axis ``G``).
+
+    Attributes
+    ----------
+    activation : str
+        The activation fitted.
+    lam : numpy.ndarray, shape (G,)
+        Ridge penalties (``lam_k = lam_v``).
+    params : dict
+        ``{"k": (G, D), "v": (G, D), "theta": (G, P)}``, the kept restart per ``lam``.
+    objective : numpy.ndarray, shape (G,)
+        Final per-sample objective ``S / N``.
+    train_loss : numpy.ndarray, shape (G,)
+        ``1/(2N) sum (y - f)^2`` at the solution.
+    grad_norm, iterations, evaluations, converged : numpy.ndarray, shape (G,)
+        Final ``|grad S| / sqrt(D)``, L-BFGS iterations, function evaluations, and whether the
+        gradient tolerance was met.
+
+    Examples
+    --------
+    See :func:`fit_erm`.
+    """
+
+    activation: str
+    lam: np.ndarray
+    params: dict[str, np.ndarray]
+    objective: np.ndarray
+    train_loss: np.ndarray
+    grad_norm: np.ndarray
+    iterations: np.ndarray
+    evaluations: np.ndarray
+    converged: np.ndarray
+
+    def predict(self, X: Array, mask: Array | None = None) -> np.ndarray:
+        """Predictions ``f(X)`` of every fit, ``(G, n)`` (``mask`` defaults to all tokens)."""
+        X = jnp.asarray(X)
+        mask = jnp.ones(X.shape[:2], bool) if mask is None else jnp.asarray(mask, bool)
+        act = get_activation(self.activation)
+        p = jax.tree_util.tree_map(jnp.asarray, self.params)
+        return np.asarray(jax.vmap(lambda q: predict(act, q, X, mask))(p))
+
+
+_fit_data = jax.jit(_fit_one_seed, static_argnames=("act", "memory"))
+
+
+def fit_erm(data: Data, activation: str, lam: Any, *, key: PRNGKey | None = None,
+            start: str | dict[str, Any] = "random", teacher: Teacher | None = None,
+            task: TaskConfig | None = None, options: ERMOptions | None = None) -> ERMFit:
+    """Regularised ERM of one activation on *given* data, a ``lam`` grid fitted as one batch.
+
+    The objective, solver and stopping rule are those of the suite's ERM protocol
+    (docs/estimators.md): ``S = sum 1/2 (y - f(X))^2 + lam/2 (|k|^2 + |v|^2)`` minimised by the
+    batch-native L-BFGS, each ``lam`` (and each restart) an independent member sharing the
+    data matrix.
+
+    Parameters
+    ----------
+    data : Data
+        Training data (:func:`bayesslr.task.sample_task`, or a user's arrays through
+        :func:`bayesslr.task.as_data`).
+    activation : str
+        ``softmax``, ``linear``, ``erf`` or ``softplus``.
+    lam : float or sequence of float
+        Ridge penalty or penalties (each ``>= 0``).
+    key : PRNGKey, optional
+        Randomness of the random starts (default ``jax.random.key(0)``).
+    start : {"random", "informed"} or dict
+        Random (``N(0, init_scale^2 I)``), informed (near ``(c_nu k*, v*)``: needs ``teacher``
+        and ``task``), or explicit ``{"k": (D,), "v": (D,)}``.
+    teacher, task : optional
+        For the informed start.
+    options : ERMOptions, optional
+        ``restarts``, ``init_scale``, ``init_noise``, ``max_iter``, ``gtol``, ``memory``.
+
+    Returns
+    -------
+    ERMFit
+
+    Examples
+    --------
+    >>> import jax, bayesslr as bs
+    >>> task = bs.make_task("spiked", L=3, nu=2.0, delta=0.01, D=32)
+    >>> teacher, train, test = bs.sample_task(jax.random.key(0), task, 160, 500)
+    >>> fit = bs.fit_erm(train, "softmax", [0.1, 1.0], start="informed", teacher=teacher,
+    ...                  task=task)
+    >>> bool(fit.converged.all()), fit.predict(test.X, test.mask).shape
+    (True, (2, 500))
+    """
+    opts = options or ERMOptions()
+    act = get_activation(activation)
+    if not isinstance(data, Data):
+        raise ConfigError(f"data={type(data).__name__} is not Data; allowed: Data from "
+                          "sample_task or as_data(X, y, mask)")
+    lam_arr = np.atleast_1d(np.asarray(lam, dtype=float))
+    if lam_arr.ndim != 1 or lam_arr.size == 0:
+        raise ConfigError(f"lam={lam!r} is not a penalty or a list; allowed: reals >= 0")
+    for x in lam_arr.tolist():
+        check_real("lam", x, low=0.0)
+    D = int(data.X.shape[-1])
+    dtype = jnp.result_type(float)
+    key = jax.random.key(0) if key is None else key
+    keys = jax.random.split(key, opts.restarts)
+    if isinstance(start, dict):
+        k0 = jnp.broadcast_to(jnp.asarray(start["k"], dtype), (opts.restarts, D))
+        v0 = jnp.broadcast_to(jnp.asarray(start["v"], dtype), (opts.restarts, D))
+    elif start in INITS:
+        informed = start == "informed"
+        if informed and (teacher is None or task is None):
+            raise ConfigError("start='informed' needs teacher and task; allowed without them: "
+                              "'random' or explicit {'k': ..., 'v': ...}")
+        ref_task = task if task is not None else make_task(D=D)
+        ref = teacher if teacher is not None else Teacher(jnp.zeros(D), jnp.zeros(D))
+        k0, v0 = jax.vmap(lambda kk: make_start(kk, ref_task, ref, jnp.asarray(informed),
+                                                jnp.asarray(opts.init_noise),
+                                                jnp.asarray(opts.init_scale)))(keys)
+    else:
+        raise ConfigError(f"start={start!r} is unknown; allowed: random, informed or a dict "
+                          "{'k': ..., 'v': ...}")
+    starts = {"k": k0, "v": v0,
+              "theta": jnp.broadcast_to(act.init_theta(), (opts.restarts, act.n_params))}
+    lam_j = jnp.asarray(lam_arr, dtype)
+    weight = jnp.ones(data.y.shape, dtype)
+    res, train, _ = _fit_data(data, starts, weight, lam_j, lam_j, jnp.asarray(opts.max_iter),
+                              jnp.asarray(opts.gtol, dtype), act=act, memory=opts.memory)
+    res = jax.tree_util.tree_map(np.asarray, res)
+    return ERMFit(activation, lam_arr, res.params, res.objective, np.asarray(train),
+                  res.grad_norm, res.iterations, res.evaluations, res.converged)

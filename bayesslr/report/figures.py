@@ -1,9 +1,12 @@
 """Figure functions shared by ``bayesslr report`` and the notebooks under ``reports/``.
 
-Each function takes the sweep dataset (:mod:`bayesslr.sweep.dataset`) and returns a
+Each function takes the results of a sweep (:mod:`bayesslr.sweep.dataset`: a tree with one
+group per method family, or a mapping ``family -> Dataset``) and returns a
 :class:`matplotlib.figure.Figure`, or raises :class:`NothingToPlot` with the reason when the
-dataset holds none of what it draws (a method family absent, a dimension with one value), so
-callers degrade gracefully. Figures are built without pyplot (no global state, any backend).
+results hold none of what it draws (a method family absent, a dimension with one value), so
+callers degrade gracefully. Figures are built without pyplot (no global state, any backend);
+how a family is drawn (line or markers, label, colour) is its registry entry's
+:class:`~bayesslr.methods.PlotStyle`.
 
 Reductions, stated once: seeds are averaged (error bars: standard error over seeds, or the
 method's own ``stderr`` when there is one seed); ``lam`` is tuned per ``alpha`` by taking, for
@@ -15,14 +18,16 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 import xarray as xr
 from matplotlib.figure import Figure
 
-ACT_COLORS = {"softmax": "C0", "linear": "C1", "erf": "C2", "softplus": "C3", "bayes": "k"}
+from bayesslr.methods import PlotStyle, get_method
+
 SETTING_DIMS = ("variant", "L", "nu", "delta")
+Results = xr.DataTree | Mapping[str, xr.Dataset]
 
 
 class NothingToPlot(Exception):
@@ -32,8 +37,18 @@ class NothingToPlot(Exception):
 # --------------------------------------------------------------------------------------------
 # selection helpers
 # --------------------------------------------------------------------------------------------
-def methods_of(ds: xr.Dataset, family: str) -> list[str]:
-    """Methods of ``family`` present in ``ds`` with at least one finite test error."""
+def groups(results: Results) -> dict[str, xr.Dataset]:
+    """``family -> Dataset`` of a results tree (or of a mapping, returned as a dict)."""
+    if isinstance(results, xr.DataTree):
+        return {name: node.to_dataset() for name, node in results.children.items()}
+    return dict(results)
+
+
+def methods_of(results: Results | xr.Dataset, family: str) -> list[str]:
+    """Methods of ``family`` with at least one finite test error."""
+    ds = results if isinstance(results, xr.Dataset) else groups(results).get(family)
+    if ds is None or "method" not in ds.dims or "test_error" not in ds:
+        return []
     out = []
     for m in ds["method"].values.tolist():
         if m.split(":", 1)[0] == family and bool(
@@ -42,12 +57,20 @@ def methods_of(ds: xr.Dataset, family: str) -> list[str]:
     return out
 
 
+def style(method: str) -> PlotStyle:
+    """The registry's plot style of a method's family (a default one for unknown families)."""
+    try:
+        return get_method(method).plot
+    except Exception:  # a family not loaded here (a plugin): draw it plainly
+        return PlotStyle()
+
+
 def _label(m: str) -> str:
-    return m.split(":", 1)[1] if ":" in m else m
+    return style(m).label_for(m)
 
 
 def _color(m: str) -> str:
-    return ACT_COLORS.get(_label(m), "C4")
+    return style(m).color_for(m)
 
 
 def _fmt(dim: str, v: object) -> str:
@@ -112,11 +135,30 @@ def curve(ds: xr.Dataset, method: str, var: str = "test_error"
     return mean, sem
 
 
-def settings(ds: xr.Dataset, keep: Iterable[str]) -> list[dict[str, object]]:
-    """Every combination of the setting dims (variant, L, nu, delta) not in ``keep``."""
-    dims = [d for d in SETTING_DIMS if d in ds.dims and d not in set(keep)]
-    return [dict(zip(dims, vals, strict=True))
-            for vals in itertools.product(*(ds[d].values.tolist() for d in dims))]
+def settings(ds: xr.Dataset | Iterable[xr.Dataset], keep: Iterable[str]
+             ) -> list[dict[str, object]]:
+    """Every combination of the setting dims (variant, L, nu, delta) not in ``keep``, over one
+    dataset or the union of several (in order of first appearance)."""
+    datasets = [ds] if isinstance(ds, xr.Dataset) else list(ds)
+    keep = set(keep)
+    dims = [d for d in SETTING_DIMS if d not in keep and any(d in x.dims for x in datasets)]
+    out: list[dict[str, object]] = []
+    for x in datasets:
+        own = [d for d in dims if d in x.dims]
+        for vals in itertools.product(*(x[d].values.tolist() for d in own)):
+            sel = dict(zip(own, vals, strict=True))
+            if sel not in out:
+                out.append(sel)
+    return out
+
+
+def select(ds: xr.Dataset, sel: Mapping[str, object]) -> xr.Dataset | None:
+    """``ds`` at the setting ``sel`` (dims it does not have are ignored); None if absent."""
+    own = {d: v for d, v in sel.items() if d in ds.dims}
+    try:
+        return ds.sel(own)
+    except KeyError:
+        return None
 
 
 def _title(sel: dict[str, object]) -> str:
@@ -152,10 +194,11 @@ def _collapse(mean: xr.DataArray, sem: xr.DataArray, keep: str
     return mean, sem
 
 
-def _population_vs(ds: xr.Dataset, dim: str) -> Figure:
-    methods = methods_of(ds, "population")
+def _population_vs(results: Results, dim: str) -> Figure:
+    ds = groups(results).get("population")
+    methods = methods_of(ds, "population") if ds is not None else []
     if not methods:
-        raise NothingToPlot("no population:* method in the dataset")
+        raise NothingToPlot("no population:* method in the results")
     if dim not in ds.dims or ds.sizes[dim] < 2:
         raise NothingToPlot(f"the population results have fewer than two values of {dim}")
     panels = []
@@ -177,10 +220,10 @@ def _population_vs(ds: xr.Dataset, dim: str) -> Figure:
             x = mean[dim].values
             xs = np.arange(len(x)) if x.dtype.kind in "UO" else x
             ok = np.isfinite(mean.values)
-            style = ({"ls": "--", "lw": 2, "zorder": 3} if _label(m) == "bayes"
-                     else {"marker": "o"})
+            kw = ({"ls": "--", "lw": 2, "zorder": 3} if m == "population:bayes"
+                  else {"marker": style(m).marker})
             ax.errorbar(xs[ok], mean.values[ok], yerr=np.nan_to_num(sem.values[ok]),
-                        color=_color(m), label=_label(m), capsize=2, **style)
+                        color=_color(m), label=_label(m), capsize=2, **kw)
             if x.dtype.kind in "UO":
                 ax.set_xticks(xs, [str(v) for v in x])
         ax.set_xlabel(dim if dim != "nu" else r"$\nu$")
@@ -189,68 +232,93 @@ def _population_vs(ds: xr.Dataset, dim: str) -> Figure:
         if dim == "nu":
             ax.set_yscale("log")
         ax.legend(fontsize=8)
-    fig.suptitle(f"Population excess risk vs {dim} (spec section 3)")
+    fig.suptitle(f"Population excess risk vs {dim}")
     return fig
 
 
-def population_vs_nu(ds: xr.Dataset) -> Figure:
+def population_vs_nu(results: Results) -> Figure:
     """Population excess risk of each activation (and the Bayes risk) against ``nu``."""
-    return _population_vs(ds, "nu")
+    return _population_vs(results, "nu")
 
 
-def population_vs_L(ds: xr.Dataset) -> Figure:
+def population_vs_L(results: Results) -> Figure:
     """Population excess risk of each activation (and the Bayes risk) against ``L``."""
-    return _population_vs(ds, "L")
+    return _population_vs(results, "L")
 
 
 # --------------------------------------------------------------------------------------------
-# finite sample: error vs alpha (spec sections 4-6; the paper's finite-sample figure)
+# finite sample: error vs alpha (the paper's finite-sample figure)
 # --------------------------------------------------------------------------------------------
-def error_vs_alpha(ds: xr.Dataset) -> Figure:
-    """Test excess error against ``alpha``: theory lines (``theory_erm:*``), ERM markers with
-    error bars (``erm:*``), Bayes-sampling markers, the Bayes-optimal curve (``theory_bayes``)
-    and the Bayes risk (``population:bayes``, the ``alpha -> inf`` limit) where present."""
-    if "alpha" not in ds.dims:
-        raise NothingToPlot("the dataset has no alpha dimension")
-    fams = {f: methods_of(ds, f) for f in ("theory_erm", "erm", "bayes_sampling",
-                                            "theory_bayes", "population")}
-    if not any(fams[f] for f in ("theory_erm", "erm", "bayes_sampling", "theory_bayes")):
+# drawing order of the finite-sample families (others with an alpha dimension follow)
+FINITE_SAMPLE = ("theory_bayes", "theory_erm", "erm", "bayes_sampling", "amp")
+
+
+def finite_sample_groups(results: Results) -> dict[str, xr.Dataset]:
+    """The groups drawn against ``alpha``: families with an ``alpha`` dimension and a test
+    error whose plot style is a line or markers (trajectory families are drawn elsewhere)."""
+    g = groups(results)
+    order = [f for f in FINITE_SAMPLE if f in g] + [f for f in g if f not in FINITE_SAMPLE]
+    out = {}
+    for fam in order:
+        ds = g[fam]
+        if "alpha" in ds.dims and methods_of(ds, fam) and style(
+                str(ds["method"].values[0])).kind in ("line", "marker"):
+            out[fam] = ds
+    return out
+
+
+def bayes_risk_at(results: Results, sel: Mapping[str, object]) -> float | None:
+    """The population Bayes risk (the ``alpha -> inf`` limit) at a setting, if computed (the
+    excess risk does not depend on ``Delta``, so ``delta`` is not matched)."""
+    pop = groups(results).get("population")
+    if pop is None or "population:bayes" not in methods_of(pop, "population"):
+        return None
+    sub = select(pop, {d: v for d, v in sel.items() if d != "delta"})
+    if sub is None:
+        return None
+    lm, _ = curve(sub, "population:bayes")
+    vals = lm.values[np.isfinite(lm.values)]
+    return float(vals.mean()) if vals.size else None
+
+
+def error_vs_alpha(results: Results) -> Figure:
+    """Test excess error against ``alpha``, one panel per setting: theory lines
+    (``theory_erm:*``, the Bayes-optimal ``theory_bayes``), finite-``D`` markers with error bars
+    (``erm:*``, ``bayes_sampling``, ``amp``, ...) and the Bayes risk (``population:bayes``, the
+    ``alpha -> inf`` limit) where present; each family drawn with its registry plot style."""
+    fams = finite_sample_groups(results)
+    if not fams:
         raise NothingToPlot("no finite-sample method (erm, theory_erm, bayes_sampling, "
-                            "theory_bayes) in the dataset")
+                            "theory_bayes, ...) in the results")
     panels = []
-    for sel in settings(ds, keep=("alpha",)):
-        sub = ds.sel(sel)
+    for sel in settings(fams.values(), keep=("alpha",)):
         items = []
-        for fam in ("theory_bayes", "theory_erm", "erm", "bayes_sampling"):
-            for m in fams[fam]:
+        for fam, ds in fams.items():
+            sub = select(ds, sel)
+            if sub is None:
+                continue
+            for m in methods_of(ds, fam):
                 mean, sem = curve(sub, m)
                 mean, sem = mean.squeeze(drop=True), sem.squeeze(drop=True)
-                if mean.ndim == 1 and _finite(mean):
-                    items.append((fam, m, mean, sem))
+                if mean.ndim == 1 and "alpha" in mean.dims and _finite(mean):
+                    items.append((m, mean, sem))
         if items:
-            limit = None
-            if "population:bayes" in fams["population"]:
-                lm, _ = curve(sub, "population:bayes")
-                vals = lm.values[np.isfinite(lm.values)]
-                limit = float(vals.mean()) if vals.size else None
-            panels.append((sel, items, limit))
+            panels.append((sel, items, bayes_risk_at(results, sel)))
     if not panels:
         raise NothingToPlot("no setting has finite-sample results")
     fig, axes = _grid(len(panels), width=4.6, height=3.6)
     for ax, (sel, items, limit) in zip(axes, panels, strict=True):
-        for fam, m, mean, sem in items:
+        for m, mean, sem in items:
+            st = style(m)
             x, y, e = mean["alpha"].values, mean.values, np.nan_to_num(sem.values)
             ok = np.isfinite(y)
-            if fam == "theory_erm":
-                ax.plot(x[ok], y[ok], "-", color=_color(m), label=f"{_label(m)} (theory)")
-            elif fam == "theory_bayes":
-                ax.plot(x[ok], y[ok], "-", color="k", lw=2, label="Bayes-optimal (theory)")
-            elif fam == "erm":
-                ax.errorbar(x[ok], y[ok], yerr=e[ok], fmt="o", color=_color(m), capsize=3,
-                            mfc="white", label=f"{_label(m)} (ERM)")
+            if st.kind == "line":
+                ax.plot(x[ok], y[ok], st.linestyle, color=_color(m), label=_label(m),
+                        lw=2 if st.color == "k" else 1.5, zorder=st.zorder)
             else:
-                ax.errorbar(x[ok], y[ok], yerr=e[ok], fmt="s", color="k", capsize=3,
-                            label="Bayes (sampling)")
+                ax.errorbar(x[ok], y[ok], yerr=e[ok], fmt=st.marker, color=_color(m),
+                            capsize=3, mfc=None if st.filled else "white", label=_label(m),
+                            zorder=st.zorder)
         if limit is not None:
             ax.axhline(limit, color="k", ls=":", lw=1, label="Bayes risk (alpha=inf)")
         ax.set_xlabel(r"$\alpha = N/D$")
@@ -269,17 +337,18 @@ DIAGNOSTICS = (("r_hat_max", "max split R-hat", 1.01), ("ess_bulk_min", "min bul
                ("divergences", "divergent transitions", None))
 
 
-def sampler_diagnostics(ds: xr.Dataset) -> Figure:
+def sampler_diagnostics(results: Results) -> Figure:
     """R-hat, bulk ESS, Nishimori gap and divergences of ``bayes_sampling`` against ``alpha``
     (one line per setting)."""
-    methods = methods_of(ds, "bayes_sampling")
+    ds = groups(results).get("bayes_sampling")
+    methods = methods_of(ds, "bayes_sampling") if ds is not None else []
     if not methods:
-        raise NothingToPlot("no bayes_sampling results in the dataset")
+        raise NothingToPlot("no bayes_sampling results in the results")
     diags = [d for d in DIAGNOSTICS if d[0] in ds and _finite(ds[d[0]].sel({"method": methods}))]
     if not diags:
         raise NothingToPlot("bayes_sampling results carry no diagnostics")
     if "alpha" not in ds.dims:
-        raise NothingToPlot("the dataset has no alpha dimension")
+        raise NothingToPlot("the bayes_sampling results have no alpha dimension")
     fig, axes = _grid(len(diags), width=4.2, height=3.2)
     for ax, (var, label, ref) in zip(axes, diags, strict=True):
         for i, sel in enumerate(settings(ds, keep=("alpha",))):

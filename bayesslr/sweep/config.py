@@ -50,12 +50,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bayesslr import methods
 from bayesslr.methods import Cell, MethodSpec, get_method
+from bayesslr.options import Opt
 from bayesslr.task import VARIANTS, ConfigError, LengthLaw, check_int, check_real
 
 # grid fields of a Cell, in dataset order (``method`` first and ``seed`` last are added around)
 PARAM_DIMS: tuple[str, ...] = ("variant", "L", "nu", "delta", "alpha", "lam", "D", "sqrtND")
-BLOCK_KEYS: tuple[str, ...] = ("name", "methods", *PARAM_DIMS, "seeds", "options")
+BLOCK_KEYS: tuple[str, ...] = ("name", "methods", *PARAM_DIMS, "seeds", "options",
+                               "continuation")
 TOP_KEYS: tuple[str, ...] = ("name", "description", "defaults", "options", "grid")
 DEFAULT_FIELDS: dict[str, Any] = {"variant": "spiked", "L": "3", "nu": 2.0, "delta": 0.0,
                                   "seeds": [0]}
@@ -106,10 +109,8 @@ def _alpha(where: str, v: Any) -> float:
 
 
 def _lam(where: str, v: Any) -> float | str:
-    if isinstance(v, str) and v.strip().lower() == "auto":
-        return "auto"
-    if isinstance(v, str):
-        raise ConfigError(f"{where}={v!r} is not a penalty; allowed: real >= 0 or 'auto'")
+    if isinstance(v, str) and v.strip():
+        return v.strip().lower()  # a named choice ('validation', 'optimal'): the family checks
     return check_real(where, v, low=0.0)
 
 
@@ -183,21 +184,19 @@ def resolve_method(method: str) -> MethodSpec:
 def available_methods() -> tuple[list[str], dict[str, str]]:
     """Method names of every family that loads here, and ``{family: why}`` for those that do
     not (a family module missing or broken), without raising."""
-    from bayesslr import methods as registry
-
     names: list[str] = []
     missing: dict[str, str] = {}
-    for family, module in sorted(registry.FAMILY_MODULES.items()):
+    for family, module in sorted(methods.FAMILY_MODULES.items()):
         try:
             importlib.import_module(module)
         except Exception as exc:  # a family module that cannot be imported
             missing[family] = f"{type(exc).__name__}: {exc}"
             continue
-        spec = registry._REGISTRY.get(family)  # read-only look at the registry's table
+        spec = methods.registered(family)
         if spec is None:
             missing[family] = f"{module} does not register {family!r}"
             continue
-        names += [f"{family}:{a}" for a in spec.activations] if spec.activations else [family]
+        names += spec.methods
     return names, missing
 
 
@@ -338,6 +337,9 @@ def parse_config(raw: Mapping[str, Any], *, name: str = "sweep") -> SweepConfig:
             block["options"] = block_opts
         if raw_block.get("name") is not None:
             block["name"] = str(raw_block["name"])
+        if "continuation" in raw_block:
+            block["continuation"] = Opt("continuation", False, "bool").parse(
+                raw_block["continuation"])
         blocks.append(block)
         for cell in _expand(block, options, block_opts):
             cells.setdefault(cell_key(cell), cell)
@@ -356,28 +358,34 @@ def _expand(block: Mapping[str, Any], options: Mapping[str, Any],
     out = []
     for method in block["methods"]:
         opts = _merge_options(options, block_opts, method=method)
+        if block.get("continuation") and "path" not in opts:
+            if "path" not in resolve_method(method).schema:
+                raise ConfigError(f"continuation=true: method {method!r} has no continuation "
+                                  "path; allowed for the theory families")
+            opts["path"] = sorted(block.get("alpha", ()))
+        opts = canonical_options(method, opts)
         for values in itertools.product(*(block[f] for f in fields), block["seeds"]):
             kw = dict(zip(fields, values[:-1], strict=True))
             out.append(Cell(method=method, seed=values[-1], options=copy.deepcopy(opts), **kw))
     return out
 
 
+def canonical_options(method: str, opts: Mapping[str, Any]) -> dict[str, Any]:
+    """The options given, each in its canonical form (``samples = 2e4`` and ``"20000"`` are
+    the same cell), defaults not filled in: a cell's key names what the user chose."""
+    schema = resolve_method(method).schema
+    unknown = sorted(set(opts) - set(schema.names))
+    if unknown:  # validate_cell words the error; keep the raw values until then
+        return dict(opts)
+    return {k: schema[k].parse(v) for k, v in opts.items()}
+
+
 def validate_cell(cell: Cell) -> None:
-    """Check a cell before any work: method known, needed fields present, task valid."""
-    spec = resolve_method(cell.method)
-    for need in spec.needs:
-        if need == "D" and (cell.D is not None or cell.sqrtND is not None):
-            continue
-        if getattr(cell, need, None) is None:
-            raise ConfigError(f"method {cell.method!r} needs {need}; the grid block of this "
-                              f"method does not set it")
+    """Check a cell before any work (:func:`bayesslr.methods.validate_cell`: method, needed
+    fields, task, options, the family's own checks, memory), naming the method on failure."""
+    resolve_method(cell.method)
     try:
-        if cell.D is not None or cell.sqrtND is not None:
-            if cell.sqrtND is not None and cell.alpha is None:
-                raise ConfigError("sqrtND needs alpha (D = sqrtND / sqrt(alpha))")
-            cell.task()
-        else:
-            cell.task(D=1)
+        methods.validate_cell(cell)
     except ConfigError as exc:
         raise ConfigError(f"method {cell.method!r}: {exc}") from None
 

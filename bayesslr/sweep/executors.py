@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Protocol
 
-from bayesslr.methods import Cell, run_cell
+from bayesslr.methods import Cell, run_unit, units
 from bayesslr.sweep.storage import CellRecord, normalize_outputs
 from bayesslr.task import ConfigError
 
@@ -96,21 +96,33 @@ def load_plugins(plugins: Sequence[str]) -> None:
 # --------------------------------------------------------------------------------------------
 # one cell
 # --------------------------------------------------------------------------------------------
-def execute_cell(cell: Cell) -> CellRecord:
-    """Run one cell; an exception becomes a failed record, never a crash of the sweep."""
+def execute_unit(cells: Sequence[Cell]) -> list[CellRecord]:
+    """Run one unit of work (:func:`bayesslr.methods.units`: one cell, or cells its family
+    runs together); an exception becomes failed records, never a crash of the sweep. The
+    unit's wall time is shared evenly by its cells."""
     t0 = time.perf_counter()
     try:
-        outputs = normalize_outputs(run_cell(cell))
+        outs = [normalize_outputs(o) for o in run_unit(cells)]
     except Exception as exc:  # recorded per cell; the sweep goes on
         text = " ".join(f"{type(exc).__name__}: {exc}".split())[:MAX_ERROR_CHARS]
-        return CellRecord(cell, "failed", {}, text, time.perf_counter() - t0)
-    return CellRecord(cell, "ok", outputs, "", time.perf_counter() - t0)
+        dt = (time.perf_counter() - t0) / len(cells)
+        return [CellRecord(c, "failed", {}, text, dt) for c in cells]
+    dt = (time.perf_counter() - t0) / len(cells)
+    return [CellRecord(c, "ok", o, "", dt) for c, o in zip(cells, outs, strict=True)]
 
 
-def _remote_cell(cell: Cell, plugins: tuple[str, ...]) -> CellRecord:
-    """What a dask worker runs: load the driver's plugins, then the cell."""
+def execute_cell(cell: Cell) -> CellRecord:
+    """Run one cell alone (:func:`execute_unit` of one cell)."""
+    return execute_unit([cell])[0]
+
+
+def _remote_unit(cells: list[Cell], plugins: tuple[str, ...]) -> list[CellRecord]:
+    """What a dask worker runs: JAX set up as the driver's, the plugins, then the unit."""
+    from bayesslr.jaxconfig import configure_jax
+
+    configure_jax(host_devices=None)
     load_plugins(plugins)
-    return execute_cell(cell)
+    return execute_unit(cells)
 
 
 class Executor(Protocol):
@@ -138,8 +150,9 @@ class InProcessExecutor:
         return None
 
     def run(self, cells: Sequence[Cell], on_done: OnDone) -> None:
-        for cell in cells:
-            on_done(execute_cell(cell))
+        for unit in units(cells):
+            for rec in execute_unit(unit):
+                on_done(rec)
 
     def close(self) -> None:
         return None
@@ -232,19 +245,20 @@ class DaskExecutor:
         client = self._client
         plugins = plugin_names()
         futures = {}
-        for cell in cells:
-            fut = client.submit(_remote_cell, cell, plugins, pure=False,
-                                key=f"cell-{cell_key(cell)}")
-            futures[fut.key] = (fut, cell)
+        for unit in units(cells):
+            fut = client.submit(_remote_unit, unit, plugins, pure=False,
+                                key=f"unit-{cell_key(unit[0])}")
+            futures[fut.key] = (fut, unit)
         try:
             for fut in as_completed([f for f, _ in futures.values()]):
-                cell = futures[fut.key][1]
+                unit = futures[fut.key][1]
                 try:
-                    rec = fut.result()
+                    recs = fut.result()
                 except Exception as exc:  # worker died (KilledWorker) or lost
                     text = " ".join(f"{type(exc).__name__}: {exc}".split())
-                    rec = CellRecord(cell, "failed", {}, text[:MAX_ERROR_CHARS])
-                on_done(rec)
+                    recs = [CellRecord(c, "failed", {}, text[:MAX_ERROR_CHARS]) for c in unit]
+                for rec in recs:
+                    on_done(rec)
                 fut.release()
         finally:
             client.cancel([f for f, _ in futures.values()])

@@ -72,9 +72,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import log_ndtr, logsumexp
 
+from bayesslr.channel import ChannelSamples, channel64
 from bayesslr.jaxconfig import Array
+from bayesslr.options import Validated, option
 from bayesslr.task import ConfigError, TaskConfig, check_int, check_real
-from bayesslr.theory.channel import ChannelSamples, sample_channel
 from bayesslr.theory.solver import SolverOptions, continuation, solve_fixed_point
 
 BAYES_STARTS: tuple[str, ...] = ("informed", "uninformed")
@@ -90,8 +91,8 @@ EULER_GAMMA = 0.5772156649015329
 
 
 @dataclass(frozen=True)
-class BayesTheoryOptions:
-    """Settings of the Bayes-optimal state evolution.
+class BayesTheoryOptions(Validated):
+    """Settings of the Bayes-optimal state evolution (option fields checked on construction).
 
     Attributes
     ----------
@@ -114,25 +115,22 @@ class BayesTheoryOptions:
         Damping, tolerance, caps and watchdog.
     """
 
-    samples: int = 20_000
-    seed: int = 0
-    test_samples: int = 200_000
-    gh_nodes: int = 512
-    max_quadrature: str = "gumbel"
-    gumbel_per_sd: int = 8
-    m_clip: float = 1e-6
+    samples: int = option(20_000, low=100, high=10**8,
+                          doc="channel samples (common random numbers)")
+    seed: int = option(0, low=0, high=2**32 - 1, doc="seed of the channel samples")
+    test_samples: int = option(200_000, low=100, high=10**9,
+                               doc="samples of the test-error expectation")
+    gh_nodes: int = option(512, low=2, high=10**6,
+                           doc="nodes of the tensor Gauss-Hermite rule of c_eps (max, finite "
+                               "nu, max_quadrature=tensor-gh)")
+    max_quadrature: str = option("gumbel", choices=MAX_QUADRATURES,
+                                 doc="c_eps rule (max, finite nu): the 1-d Gumbel-max "
+                                     "integral or the tensor Gauss-Hermite cross-check")
+    gumbel_per_sd: int = option(8, low=2, high=64,
+                                doc="table points per sd(Z) of the Gumbel-max rule")
+    m_clip: float = option(1e-6, low=0.0, high=0.5, low_open=True,
+                           doc="overlaps are kept below 1 - m_clip")
     solver: SolverOptions = field(default_factory=lambda: SolverOptions(tol=1e-6, max_iter=2000))
-
-    def __post_init__(self) -> None:
-        check_int("samples", self.samples, low=100)
-        check_int("seed", self.seed, low=0)
-        check_int("test_samples", self.test_samples, low=100)
-        check_int("gh_nodes", self.gh_nodes, low=2)
-        if self.max_quadrature not in MAX_QUADRATURES:
-            raise ConfigError(f"max_quadrature={self.max_quadrature!r} is unknown; allowed: "
-                              f"one of {', '.join(MAX_QUADRATURES)}")
-        check_int("gumbel_per_sd", self.gumbel_per_sd, low=2, high=64)
-        check_real("m_clip", self.m_clip, low=0.0, high=0.5, low_open=True)
 
 
 @dataclass(frozen=True)
@@ -149,14 +147,14 @@ class BayesTheoryResult:
         Overlaps (``q_a = m_a``, ``V_a = 1 - m_a``).
     mh_k, mh_v : float
         Conjugates ``alpha E|g_a|^2``.
-    test_error, test_stderr : float
+    test_error, stderr_test : float
         Test excess error ``1 - m_v E[sum pi^2]`` and the Monte Carlo standard error of that
         formula alone (overlaps held fixed).
-    channel_stderr : float
+    stderr_channel : float
         Standard error of ``test_error`` from the channel Monte Carlo noise of the fixed point
         (delta method, :func:`_channel_stderr`; 0 in a clipped direction).
     stderr : float
-        Total, ``hypot(test_stderr, channel_stderr)``.
+        Total, ``hypot(stderr_test, stderr_channel)``.
     nishimori_gap : float
         ``E[pi_eps*] - E[sum pi^2]`` on the test samples (zero up to Monte Carlo error).
     free_entropy : float
@@ -193,8 +191,8 @@ class BayesTheoryResult:
     mh_k: float
     mh_v: float
     test_error: float
-    test_stderr: float
-    channel_stderr: float
+    stderr_test: float
+    stderr_channel: float
     stderr: float
     nishimori_gap: float
     quadrature_error: float
@@ -541,14 +539,8 @@ def test_terms(st: _Channel, ch: ChannelSamples, m_k, m_v, quad) -> dict[str, Ar
     a = jnp.take_along_axis(pi, ch.eps[:, None], axis=1)[:, 0]
     e = 1.0 - m_v * b
     n = e.shape[0]
-    return {"test_error": jnp.mean(e), "test_stderr": jnp.std(e) / jnp.sqrt(n),
+    return {"test_error": jnp.mean(e), "stderr_test": jnp.std(e) / jnp.sqrt(n),
             "nishimori_gap": jnp.mean(a - b)}
-
-
-@functools.lru_cache(maxsize=8)
-def _channel64(task: TaskConfig, samples: int, seed: int) -> ChannelSamples:
-    with jax.enable_x64(True):
-        return sample_channel(dataclasses.replace(task, D=1), samples, seed)
 
 
 def _quad(task: TaskConfig, options: BayesTheoryOptions, *, coarse: bool = False):
@@ -640,7 +632,7 @@ def solve_bayes(task: TaskConfig, alpha: Any, options: BayesTheoryOptions | None
     x_start = start_point(start) if x0 is None else np.asarray(x0, dtype=np.float64)
     start_name = start if x0 is None else "continuation"
     st = _make_static(task, opt)
-    ch = _channel64(task, opt.samples, opt.seed)
+    ch = channel64(task, opt.samples, opt.seed)
     hi = 1.0 - opt.m_clip
     t0 = time.perf_counter()
     with jax.enable_x64(True):
@@ -658,7 +650,7 @@ def solve_bayes(task: TaskConfig, alpha: Any, options: BayesTheoryOptions | None
 
     fp = solve_fixed_point(update, np.clip(x_start, 0.0, hi), opt.solver)
     nan = math.nan
-    test = {"test_error": nan, "test_stderr": nan, "nishimori_gap": nan}
+    test = {"test_error": nan, "stderr_test": nan, "nishimori_gap": nan}
     phi, mh_k, mh_v, quad_err, chan_se = nan, nan, nan, nan, nan
     if fp.converged:
         x = np.clip(fp.x, 0.0, hi)
@@ -666,7 +658,7 @@ def solve_bayes(task: TaskConfig, alpha: Any, options: BayesTheoryOptions | None
         mh_k, mh_v = alpha * mom["gg_k"], alpha * mom["gg_v"]
         phi = (-x[0] * mh_k / 2 + _psi0(mh_k) - x[1] * mh_v / 2 + _psi0(mh_v)
                + alpha * mom["log_zout"])
-        tch = _channel64(task, opt.test_samples, opt.seed + 1)
+        tch = channel64(task, opt.test_samples, opt.seed + 1)
         with jax.enable_x64(True):
             test = {k: float(v) for k, v in
                     test_terms(st, tch, float(x[0]), float(x[1]), quad).items()}
@@ -683,10 +675,10 @@ def solve_bayes(task: TaskConfig, alpha: Any, options: BayesTheoryOptions | None
                                       test["test_error"])
     return BayesTheoryResult(
         alpha=alpha, start=start_name, m_k=float(fp.x[0]), m_v=float(fp.x[1]), mh_k=mh_k,
-        mh_v=mh_v, test_error=test["test_error"], test_stderr=test["test_stderr"],
-        channel_stderr=chan_se,
-        stderr=(test["test_stderr"] if math.isnan(chan_se)
-                else math.hypot(test["test_stderr"], chan_se)),
+        mh_v=mh_v, test_error=test["test_error"], stderr_test=test["stderr_test"],
+        stderr_channel=chan_se,
+        stderr=(test["stderr_test"] if math.isnan(chan_se)
+                else math.hypot(test["stderr_test"], chan_se)),
         nishimori_gap=test["nishimori_gap"], quadrature_error=quad_err, free_entropy=phi,
         clipped=bool(fp.converged and np.any(fp.x >= hi * (1 - 1e-12))),
         converged=fp.converged, iterations=fp.iterations, residual=fp.residual,
@@ -785,11 +777,11 @@ def state_evolution_trajectory(task: TaskConfig, alpha: Any, start: str = "uninf
         start_name = "explicit"
     x = np.clip(x, 0.0, hi)
     st = _make_static(task, opt)
-    ch = _channel64(task, opt.samples, opt.seed)
+    ch = channel64(task, opt.samples, opt.seed)
     t0 = time.perf_counter()
     with jax.enable_x64(True):
         quad = _quad(task, opt)
-        tch = _channel64(task, opt.test_samples, opt.seed + 1) if test_error else None
+        tch = channel64(task, opt.test_samples, opt.seed + 1) if test_error else None
         ms, mhs, errs = [x.copy()], [], []
         for _ in range(iterations):
             if tch is not None:
@@ -845,7 +837,7 @@ def compare_branches(alpha: float, inf: BayesTheoryResult,
     """Both branches at one ``alpha``: the larger free entropy is the Bayes-optimal one."""
     both = inf.converged and unf.converged
     differ = bool(both and (np.max(np.abs(inf.x - unf.x)) > 1e-3 or abs(
-        inf.test_error - unf.test_error) > 4 * math.hypot(inf.test_stderr, unf.test_stderr)))
+        inf.test_error - unf.test_error) > 4 * math.hypot(inf.stderr_test, unf.stderr_test)))
     if not inf.converged:
         best = unf
     elif not unf.converged:

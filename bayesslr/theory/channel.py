@@ -1,132 +1,34 @@
-"""Teacher channel samples and the ERM proximal step (spec section 5, channel part).
+"""The ERM proximal step on the teacher channel (spec section 5, channel part).
 
-Two pieces shared by the ERM replica equations (:mod:`bayesslr.theory.erm`) and the
-Bayes-optimal state evolution (:mod:`bayesslr.theory.bayes`):
+The channel samples are the population-level ones of :mod:`bayesslr.channel` (common random
+numbers fixed by a seed: every iteration of a fixed point, every ``alpha`` and every ``lam``
+sees the same numbers, so the fixed-point map is a deterministic function of the order
+parameters). :func:`prox_channel` solves, per sample, the ``L``-dimensional non-convex proximal
+problem
 
-* :func:`sample_channel` draws ``n`` teacher channel samples ``(L, eps*, chi*, z*, y)`` at
-  population level (``|k*|^2/D = |v*|^2/D = 1``, cross overlap zero) together with independent
-  ``xi, zeta ~ N(0, I_L)``. The draw is fixed by ``seed`` (common random numbers): every
-  iteration of a fixed point, every ``alpha`` and every ``lam`` sees the same numbers, so the
-  fixed-point map is a deterministic function of the order parameters. Lengths are stratified
-  (``round(n p_L)`` rows per length), padded positions are zero and masked.
-* :func:`prox_channel` solves, per sample, the ``L``-dimensional non-convex proximal problem
+    min_chi  |chi - w_k|^2 / (2 V_k) + (y - s.w_v)^2 / (2 (1 + V_v |s|^2)),  s = sigma(chi),
 
-      min_chi  |chi - w_k|^2 / (2 V_k) + (y - s.w_v)^2 / (2 (1 + V_v |s|^2)),  s = sigma(chi),
-
-  (the ``z`` part of the joint problem is eliminated in closed form: ``r = (y - s.w_v) /
-  (1 + V_v |s|^2)``, ``z = w_v + V_v s r``) by Levenberg-Marquardt Newton iterations from
-  ``2 L + 1`` starts (``w_k`` and ``w_k +- shift e_l``) and keeps the lowest objective: a single
-  start biases the error low. Everything is ``vmap``-ed over samples and starts inside one
+(the ``z`` part of the joint problem is eliminated in closed form: ``r = (y - s.w_v) /
+(1 + V_v |s|^2)``, ``z = w_v + V_v s r``) by Levenberg-Marquardt Newton iterations from
+``2 L + 1`` starts (``w_k`` and ``w_k +- shift e_l``) and keeps the lowest objective: a single
+start biases the error low. Everything is ``vmap``-ed over samples and starts inside one
   ``jit``; the iteration count is fixed (no data-dependent loop), so a call cannot spin.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from functools import partial
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from bayesslr.activations import Activation
+from bayesslr.channel import ChannelSamples
 from bayesslr.jaxconfig import Array
-from bayesslr.task import TaskConfig, check_int, location_logits
 
 
-class ChannelSamples(NamedTuple):
-    """Teacher channel samples with their independent Gaussian companions (a JAX pytree).
-
-    Attributes
-    ----------
-    chi_star : Array, shape (n, L_max)
-        Teacher key fields ``chi*`` (spiked: ``+ sqrt(nu)`` at ``eps*``); zero where masked.
-    z_star : Array, shape (n, L_max)
-        Teacher value fields ``z* ~ N(0, 1)``; zero where masked.
-    y : Array, shape (n,)
-        Labels ``z*_{eps*} + sqrt(Delta) xi_y``.
-    eps : Array, shape (n,)
-        Hidden location (0-based).
-    mask : Array, shape (n, L_max), bool
-        True where a token exists.
-    length : Array, shape (n,)
-        Sequence length ``L`` of each row.
-    xi : Array, shape (n, L_max)
-        ``N(0, 1)`` companions of the key fields (zero where masked).
-    zeta : Array, shape (n, L_max)
-        ``N(0, 1)`` companions of the value fields (zero where masked).
-    """
-
-    chi_star: Array
-    z_star: Array
-    y: Array
-    eps: Array
-    mask: Array
-    length: Array
-    xi: Array
-    zeta: Array
-
-    @property
-    def n(self) -> int:
-        return int(self.y.shape[0])
-
-
-def _stratified_lengths(task: TaskConfig, n: int) -> np.ndarray:
-    """``round(n p_L)`` rows per length (largest remainders), in a fixed order."""
-    p = np.asarray(task.length.probs)
-    raw = n * p
-    counts = np.floor(raw).astype(int)
-    rest = n - counts.sum()
-    counts[np.argsort(-(raw - counts))[:rest]] += 1
-    return np.repeat(np.asarray(task.length.values, dtype=np.int32), counts)
-
-
-def sample_channel(task: TaskConfig, samples: int, seed: int = 0) -> ChannelSamples:
-    """Draw ``samples`` teacher channel samples at population level (spec sections 1, 5).
-
-    Parameters
-    ----------
-    task : TaskConfig
-        The task (its ``D`` is ignored: these are ``D -> infinity`` fields).
-    samples : int
-        Number of rows ``n`` (>= 100).
-    seed : int
-        Seed of the common random numbers.
-
-    Returns
-    -------
-    ChannelSamples
-        Arrays in the current default float precision.
-    """
-    n = check_int("samples", samples, low=100)
-    seed = check_int("seed", seed, low=0)
-    L_max = task.L_max
-    lengths = jnp.asarray(_stratified_lengths(task, n))
-    mask = jnp.arange(L_max)[None, :] < lengths[:, None]
-    kc, kz, ke, ky, kx, kzeta = jax.random.split(jax.random.key(seed), 6)
-    fdt = jnp.result_type(float)
-    chi = jax.random.normal(kc, (n, L_max), dtype=fdt)
-    if task.variant == "spiked":
-        u = jax.random.uniform(ke, (n,), dtype=fdt)
-        eps = jnp.minimum(jnp.floor(u * lengths).astype(jnp.int32), lengths - 1)
-        chi = chi + math.sqrt(task.nu) * jax.nn.one_hot(eps, L_max, dtype=fdt)
-    else:
-        logits = location_logits(task, chi, mask)
-        eps = jax.random.categorical(ke, logits, axis=-1).astype(jnp.int32)
-    chi = jnp.where(mask, chi, 0.0)
-    z = jnp.where(mask, jax.random.normal(kz, (n, L_max), dtype=fdt), 0.0)
-    y = jnp.take_along_axis(z, eps[:, None], axis=1)[:, 0]
-    y = y + math.sqrt(task.delta) * jax.random.normal(ky, (n,), dtype=fdt)
-    xi = jnp.where(mask, jax.random.normal(kx, (n, L_max), dtype=fdt), 0.0)
-    zeta = jnp.where(mask, jax.random.normal(kzeta, (n, L_max), dtype=fdt), 0.0)
-    return ChannelSamples(chi, z, y, eps, mask, lengths, xi, zeta)
-
-
-# ----------------------------------------------------------------------------------------------
-# ERM proximal step
-# ----------------------------------------------------------------------------------------------
 class ProxMoments(NamedTuple):
     """Sample means of the proximal step (spec section 5), the inputs of the conjugates.
 

@@ -29,7 +29,6 @@ uninformed: small overlaps, as from a random initialisation.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 import time
 from collections.abc import Mapping, Sequence
@@ -41,13 +40,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from bayesslr.activations import Activation, get_activation
-from bayesslr.task import ConfigError, TaskConfig, check_int, check_real
-from bayesslr.theory.channel import (
-    MOMENT_NAMES,
-    ChannelSamples,
-    prox_channel,
-    sample_channel,
-)
+from bayesslr.channel import channel64
+from bayesslr.options import Validated, option
+from bayesslr.task import ConfigError, TaskConfig, check_real
+from bayesslr.theory.channel import MOMENT_NAMES, prox_channel
 from bayesslr.theory.solver import (
     FixedPointResult,
     SolverOptions,
@@ -82,8 +78,8 @@ def default_solver(samples: int) -> SolverOptions:
 
 
 @dataclass(frozen=True)
-class ErmTheoryOptions:
-    """Settings of the ERM replica fixed point.
+class ErmTheoryOptions(Validated):
+    """Settings of the ERM replica fixed point (each option field checked on construction).
 
     Attributes
     ----------
@@ -103,34 +99,33 @@ class ErmTheoryOptions:
         The activation's own scalars, held fixed (erf: ``(c,)``; default the registry's init).
     channel_error : bool
         Propagate the channel Monte Carlo noise to the fixed point (:func:`channel_error`,
-        7 extra update calls per point); off, ``channel_stderr`` is NaN.
+        7 extra update calls per point); off, ``stderr_channel`` is NaN.
     solver : SolverOptions, optional
         Damping, tolerance, caps and watchdog; default :func:`default_solver` for ``samples``.
     """
 
-    samples: int = 20_000
-    seed: int = 0
-    vh_form: str = "stein"
-    n_explore: int = 6
-    n_refine: int = 10
-    shift: float = 4.0
-    test_samples: int = 200_000
-    theta: tuple[float, ...] | None = None
-    channel_error: bool = True
+    samples: int = option(20_000, low=100, high=10**8, doc="channel samples (common random "
+                          "numbers)")
+    seed: int = option(0, low=0, high=2**32 - 1, doc="seed of the channel samples")
+    vh_form: str = option("stein", choices=VH_FORMS,
+                          doc="Vh driving the iteration (both forms are recorded)")
+    n_explore: int = option(6, low=1, high=1000,
+                            doc="Levenberg-Marquardt steps per start of the proximal problem")
+    n_refine: int = option(10, low=1, high=1000,
+                           doc="Levenberg-Marquardt steps for the best start")
+    shift: float = option(4.0, low=0.0, low_open=True, doc="offset of the extra starts")
+    test_samples: int = option(200_000, low=100, high=10**9,
+                               doc="Monte Carlo size of the test-error formula")
+    theta: tuple[float, ...] | None = option(None, kind="reals", nullable=True, max_len=16,
+                                             doc="the activation's own scalars, held fixed")
+    channel_error: bool = option(True, doc="propagate the channel Monte Carlo error to the "
+                                 "fixed point (7 extra update calls)")
     solver: SolverOptions | None = None
 
     def __post_init__(self) -> None:
-        check_int("samples", self.samples, low=100)
+        super().__post_init__()
         if self.solver is None:
             object.__setattr__(self, "solver", default_solver(self.samples))
-        check_int("seed", self.seed, low=0)
-        if self.vh_form not in VH_FORMS:
-            raise ConfigError(f"vh_form={self.vh_form!r} is unknown; allowed: one of "
-                              f"{', '.join(VH_FORMS)}")
-        check_int("n_explore", self.n_explore, low=1)
-        check_int("n_refine", self.n_refine, low=1)
-        check_real("shift", self.shift, low=0.0, low_open=True)
-        check_int("test_samples", self.test_samples, low=100)
 
 
 @dataclass(frozen=True)
@@ -153,18 +148,18 @@ class ErmTheoryResult:
         Both ``Vh`` forms at the fixed point.
     vh_gap_k, vh_gap_v : float
         Hessian minus Stein-free ``Vh`` (MC noise plus the missed branch-jump term).
-    vh_gap_k_se, vh_gap_v_se : float
+    vh_gap_k_stderr, vh_gap_v_stderr : float
         Monte Carlo standard errors of the gaps.
     test_error : float
         Population excess error at the overlaps.
-    test_stderr : float
+    stderr_test : float
         Monte Carlo standard error of the test-error formula alone (overlaps held fixed).
-    channel_stderr : float
+    stderr_channel : float
         Standard error of ``test_error`` from the channel Monte Carlo noise of the fixed point
         (delta method, :func:`channel_error`; NaN when switched off). It dominates: at ``2e4``
-        samples it is ~5x ``test_stderr``.
+        samples it is ~5x ``stderr_test``.
     stderr : float
-        Total standard error, ``hypot(test_stderr, channel_stderr)`` (``test_stderr`` when the
+        Total standard error, ``hypot(stderr_test, stderr_channel)`` (``stderr_test`` when the
         channel error is off).
     order_stderr : dict
         Channel Monte Carlo standard error of each order parameter.
@@ -218,11 +213,11 @@ class ErmTheoryResult:
     Vh_v_hessian: float
     vh_gap_k: float
     vh_gap_v: float
-    vh_gap_k_se: float
-    vh_gap_v_se: float
+    vh_gap_k_stderr: float
+    vh_gap_v_stderr: float
     test_error: float
-    test_stderr: float
-    channel_stderr: float
+    stderr_test: float
+    stderr_channel: float
     stderr: float
     order_stderr: dict[str, float]
     train_loss: float
@@ -250,13 +245,6 @@ class ErmTheoryResult:
         if not with_history:
             d.pop("history")
         return d
-
-
-@functools.lru_cache(maxsize=8)
-def channel_samples(task: TaskConfig, samples: int, seed: int) -> ChannelSamples:
-    """Float64 channel samples, cached per (task without ``D``, size, seed)."""
-    with jax.enable_x64(True):
-        return sample_channel(dataclasses.replace(task, D=1), samples, seed)
 
 
 def _theta(act: Activation, theta: Sequence[float] | None) -> np.ndarray:
@@ -324,7 +312,7 @@ def make_update(task: TaskConfig, act: Activation, alpha: float, lam_k: float, l
     ``aux`` carries the conjugates, the diagnostics, and under ``"moments"`` / ``"moments_cov"``
     the channel moments and their Monte Carlo covariance (:func:`channel_error`).
     """
-    ch = channel_samples(task, options.samples, options.seed)
+    ch = channel64(task, options.samples, options.seed)
     theta = _theta(act, options.theta)
 
     def update(x: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
@@ -341,8 +329,8 @@ def make_update(task: TaskConfig, act: Activation, alpha: float, lam_k: float, l
             "train_loss_se": mom["loss_se"],
             "off_branch": mom["off_branch"],
             "prox_unconverged": mom["unconverged"],
-            "vh_gap_k_se": alpha * mom["gap_k_se"],
-            "vh_gap_v_se": alpha * mom["gap_v_se"],
+            "vh_gap_k_stderr": alpha * mom["gap_k_se"],
+            "vh_gap_v_stderr": alpha * mom["gap_v_se"],
             "moments": {k: mom[k] for k in MOMENT_NAMES},
             "moments_cov": cov,
         })
@@ -487,8 +475,8 @@ def _finish(task, act, alpha, lam_k, lam_v, opt, fp: FixedPointResult, start_nam
         Vh_k_hessian=g("Vh_k_hessian", nan), Vh_v_hessian=g("Vh_v_hessian", nan),
         vh_gap_k=g("Vh_k_hessian", nan) - g("Vh_k_stein", nan),
         vh_gap_v=g("Vh_v_hessian", nan) - g("Vh_v_stein", nan),
-        vh_gap_k_se=g("vh_gap_k_se", nan), vh_gap_v_se=g("vh_gap_v_se", nan),
-        test_error=test, test_stderr=test_se, channel_stderr=chan_se,
+        vh_gap_k_stderr=g("vh_gap_k_stderr", nan), vh_gap_v_stderr=g("vh_gap_v_stderr", nan),
+        test_error=test, stderr_test=test_se, stderr_channel=chan_se,
         stderr=test_se if math.isnan(chan_se) else math.hypot(test_se, chan_se),
         order_stderr=order_se, train_loss=train,
         train_loss_se=g("train_loss_se", nan), objective=objective,
@@ -510,19 +498,35 @@ def _better(a: ErmTheoryResult, b: ErmTheoryResult) -> ErmTheoryResult:
 
 def erm_curve(task: TaskConfig, activation: str, alphas: Sequence[float], lam_k: Any,
               lam_v: Any = None, options: ErmTheoryOptions | None = None, *,
-              starts: Sequence[str] = ("informed",), both_directions: bool = True
+              starts: Sequence[str] = ("informed",), both_directions: bool = True,
+              use_continuation: bool = True, report: Sequence[float] | None = None
               ) -> tuple[list[ErmTheoryResult], dict[str, list[ErmTheoryResult]]]:
-    """ERM theory along ``alphas`` by continuation, from each start and in both directions.
+    """ERM theory along ``alphas``, from each start, by continuation in both directions.
 
     Every ``(start, direction)`` sweep is kept; per ``alpha`` the reported point is the
-    converged branch with the lowest training objective (the global ERM minimiser).
+    converged branch with the lowest training objective (the global ERM minimiser), then
+    re-solved from there with its channel error (``iterations`` counts both solves).
+
+    Parameters
+    ----------
+    alphas : sequence of float
+        The continuation path (any order; solved ascending and descending).
+    starts : sequence of {"informed", "uninformed"}
+        Named starts of the sweeps (each sweep's first point starts cold from it).
+    both_directions : bool
+        Sweep downwards too (hysteresis shows as two branches); else upwards only.
+    use_continuation : bool
+        Warm-start each ``alpha`` from its converged neighbour; ``False`` solves every point
+        cold from each start (sweeps named ``"<start>-cold"``).
+    report : sequence of float, optional
+        The ``alpha`` values whose winner gets its channel error (default: all).
 
     Returns
     -------
     best : list of ErmTheoryResult
         One per ``alpha`` (input order).
     sweeps : dict
-        ``"<start>-up"`` / ``"<start>-down"`` -> list of results (input order).
+        ``"<start>-up"`` / ``"<start>-down"`` (or ``"<start>-cold"``) -> list of results.
     """
     opt = options or ErmTheoryOptions()
     for a in alphas:
@@ -539,18 +543,24 @@ def erm_curve(task: TaskConfig, activation: str, alphas: Sequence[float], lam_k:
         def solve_at(alpha: float, x0: np.ndarray | None, start=start) -> ErmTheoryResult:
             return solve_erm(task, activation, alpha, lam_k, lam_v, search, start=start, x0=x0)
 
+        if not use_continuation:
+            sweeps[f"{start}-cold"] = [solve_at(float(a), None) for a in alphas]
+            continue
         for desc in ((False, True) if both_directions and len(alphas) > 1 else (False,)):
             sweeps[f"{start}-{'down' if desc else 'up'}"] = continuation(
                 solve_at, list(alphas), None, descending=desc)
+    wanted = None if report is None else {float(a) for a in report}
     best = []
     for i in range(len(alphas)):
         cands = [s[i] for s in sweeps.values()]
         b = cands[0]
         for c in cands[1:]:
             b = _better(b, c)
-        if b.converged and opt.channel_error:  # warm restart at the winner: a few iterations
+        if b.converged and opt.channel_error and (wanted is None or b.alpha in wanted):
+            # warm restart at the winner (a few iterations) for its channel error
             again = solve_erm(task, activation, b.alpha, lam_k, lam_v, opt, x0=b.x)
             if again.converged:
-                b = dataclasses.replace(again, start=b.start)
+                b = dataclasses.replace(again, start=b.start,
+                                        iterations=b.iterations + again.iterations)
         best.append(b)
     return best, sweeps

@@ -1,133 +1,356 @@
 """Registry entries of the theory families (one cell = one ``alpha``).
 
 * ``theory_erm:<activation>``: the ERM replica fixed point (:mod:`bayesslr.theory.erm`) at
-  ``cell.alpha`` and ``cell.lam`` (``lam="auto"`` or ``"opt"``: the theory's own optimal
-  ``lam``, :mod:`bayesslr.theory.lam_opt`).
+  ``cell.alpha`` and ``cell.lam`` (a real, or ``"optimal"``: the theory's own optimal ``lam``,
+  :mod:`bayesslr.theory.lam_opt`).
 * ``theory_bayes``: the Bayes-optimal state evolution (:mod:`bayesslr.theory.bayes`) from both
   starts with the free-entropy verdict.
 
-``cell.seed`` seeds the channel's common random numbers; ``cell.D`` is ignored (``D -> inf``).
-Options (``cell.options``): ``samples``, ``test_samples``, ``vh_form``, ``start``,
-``channel_error``, ``damping``, ``tol``, ``accel``, ``max_iter``, ``call_timeout_s``,
-``max_seconds``, ``theta`` (erm); ``samples``, ``test_samples``, ``gh_nodes``, ``m_clip``,
-``damping``, ``tol``, ``max_iter`` (bayes). ``stderr`` of a theory cell (both families) is the
-total standard error (test formula and channel Monte Carlo); both parts are stored too.
+``cell.seed`` seeds the channel's common random numbers; ``cell.D`` does not apply
+(``D -> inf``). ``stderr`` of a theory cell is the total standard error, ``stderr_test`` (the
+test formula's Monte Carlo) and ``stderr_channel`` (the channel Monte Carlo, delta method) its
+parts.
+
+Continuation and branches are options, so the CLI (``bayesslr theory erm|bayes``) and a sweep
+compute the same thing: with ``path`` (a list of ``alpha`` containing the cell's own), the point
+is found by continuation along that path, exactly as the curve functions do it
+(:func:`bayesslr.theory.erm.erm_curve`, :func:`bayesslr.theory.bayes.bayes_curve`); without it,
+every start is solved cold at the cell's ``alpha``. Cells sharing a path (and everything else)
+run as one unit of work (:attr:`bayesslr.methods.MethodSpec.batch`): the path is solved once,
+and each cell gets what it would get alone (the continuation up to an ``alpha`` only depends on
+the path below it, and down to it on the path above it).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
+import math
 import time
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from typing import Any
 
-from bayesslr.methods import Cell, register
-from bayesslr.task import ConfigError, check_real, make_task
-from bayesslr.theory.bayes import BayesTheoryOptions, compare_branches, solve_bayes
-from bayesslr.theory.erm import ERM_ACTIVATIONS, ErmTheoryOptions, solve_erm
-from bayesslr.theory.lam_opt import optimal_lambda
-from bayesslr.theory.solver import SolverOptions
+from bayesslr.methods import Cell, PlotStyle, Resources, common, outputs, register
+from bayesslr.options import Opt, Schema, schema_of
+from bayesslr.task import ConfigError, LengthLaw, check_real
+from bayesslr.theory.bayes import (
+    BAYES_STARTS,
+    BayesCurvePoint,
+    BayesTheoryOptions,
+    bayes_curve,
+)
+from bayesslr.theory.erm import (
+    ERM_ACTIVATIONS,
+    STARTS,
+    ErmTheoryOptions,
+    ErmTheoryResult,
+    default_tol,
+    erm_curve,
+)
+from bayesslr.theory.lam_opt import DEFAULT_LAM_GRID, optimal_lambda, optimal_lambda_curve
+from bayesslr.theory.solver import SOLVER_KEYS, SolverOptions
 
-_SOLVER_KEYS = ("damping", "tol", "max_iter", "min_iter", "call_timeout_s", "max_seconds",
-                "accel", "anderson_m")
-ERM_KEYS = ("samples", "test_samples", "vh_form", "n_explore", "n_refine", "shift", "theta",
-            "start", "channel_error") + _SOLVER_KEYS
-BAYES_KEYS = ("samples", "test_samples", "gh_nodes", "m_clip") + _SOLVER_KEYS
+LAM_OPTIMAL = "optimal"
+BRANCHES: tuple[str, ...] = ("best", *BAYES_STARTS)
+MAX_PATH = 200
 
-
-def _check_keys(options: Mapping[str, Any], allowed: tuple[str, ...], family: str) -> None:
-    unknown = sorted(set(options) - set(allowed))
-    if unknown:
-        raise ConfigError(f"options {unknown} are unknown to {family}; allowed: "
-                          f"{', '.join(allowed)}")
-
-
-def _solver(options: Mapping[str, Any], base: SolverOptions) -> SolverOptions:
-    kw = {k: options[k] for k in _SOLVER_KEYS if k in options}
-    if not kw:
-        return base
-    fields = {f: getattr(base, f) for f in base.__dataclass_fields__}
-    fields.update(kw)
-    return SolverOptions(**fields)
+_SOLVER = {o.name: o for o in schema_of(SolverOptions).opts}
 
 
-def erm_options(options: Mapping[str, Any], seed: int) -> ErmTheoryOptions:
-    """:class:`ErmTheoryOptions` from a cell's options dict."""
-    _check_keys(options, ERM_KEYS, "theory_erm")
-    kw = {k: options[k] for k in ("samples", "test_samples", "vh_form", "n_explore", "n_refine",
-                                  "shift", "channel_error") if k in options}
-    if "theta" in options:
-        th = options["theta"]
-        kw["theta"] = tuple(float(t) for t in (th if isinstance(th, list | tuple) else [th]))
-    base = ErmTheoryOptions(seed=seed, **kw)  # default solver for this sample size
-    return dataclasses.replace(base, solver=_solver(options, base.solver))
+def _solver_opts(**defaults: Any) -> tuple[Opt, ...]:
+    """The solver options of :data:`~bayesslr.theory.solver.SOLVER_KEYS`, with this family's
+    defaults."""
+    return tuple(dataclasses.replace(_SOLVER[k], default=defaults.get(k, _SOLVER[k].default))
+                 for k in SOLVER_KEYS)
 
 
-def bayes_options(options: Mapping[str, Any], seed: int) -> BayesTheoryOptions:
-    """:class:`BayesTheoryOptions` from a cell's options dict."""
-    _check_keys(options, BAYES_KEYS, "theory_bayes")
-    kw = {k: options[k] for k in ("samples", "test_samples", "gh_nodes", "m_clip")
-          if k in options}
-    base = BayesTheoryOptions()
-    return BayesTheoryOptions(seed=seed, solver=_solver(options, base.solver), **kw)
+PATH = Opt("path", None, "reals", low=0.0, low_open=True, nullable=True, max_len=MAX_PATH,
+           doc="continuation path: the alphas solved in order (must contain the cell's alpha); "
+               "none: each start solved cold at the cell's alpha")
+
+ERM_SCHEMA = schema_of(ErmTheoryOptions, "theory_erm", exclude=("seed",)) + _solver_opts(
+    accel="anderson", max_iter=300, tol=None) + (
+    Opt("start", ("informed",), "choices", choices=STARTS,
+        doc="named start(s) of the fixed point; several: the lowest training objective wins"),
+    PATH,
+    Opt("sweep", "both", "choice", choices=("both", "up"),
+        doc="continuation directions along path (both: up and down, lowest objective kept)"),
+    Opt("lam_grid", DEFAULT_LAM_GRID, "reals", low=0.0, low_open=True, max_len=100,
+        doc="coarse grid of lam='optimal' (then a bounded search in log lam)"),
+    Opt("refine_iter", 8, "int", low=0, high=100,
+        doc="evaluations of the bounded search of lam='optimal'"),
+    Opt("lam_v", None, "real", low=0.0, nullable=True,
+        doc="penalty on v if different from the cell's lam (a real lam only)"),
+)
+# tol: none means the channel-size tolerance 10/samples (default_tol)
+ERM_SCHEMA = Schema("theory_erm", tuple(
+    dataclasses.replace(o, nullable=True, doc="relative tolerance; none: 10/samples, above the "
+                        "common-random-numbers floor") if o.name == "tol" else o
+    for o in ERM_SCHEMA.opts))
+
+BAYES_SCHEMA = schema_of(BayesTheoryOptions, "theory_bayes", exclude=("seed",)) + \
+    _solver_opts(tol=1e-6, max_iter=2000) + (
+    Opt("branch", "best", "choice", choices=BRANCHES,
+        doc="branch reported: best (larger free entropy), informed or uninformed"),
+    PATH,
+)
 
 
+def parse_theory_lam(value: Any) -> float | str:
+    """``lam`` of a replica cell: a real ``>= 0`` or ``"optimal"`` (``"opt"`` accepted)."""
+    if isinstance(value, str) and value.strip().lower() in {LAM_OPTIMAL, "opt"}:
+        return LAM_OPTIMAL
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        raise ConfigError("lam='auto' is ambiguous; allowed for replica cells: real >= 0 or "
+                          "'optimal' (the theory's own optimal lam)")
+    if value is None:
+        raise ConfigError("lam is not set; allowed: real >= 0 or 'optimal'")
+    return check_real("lam", value, low=0.0)
+
+
+def _check_path(cell: Cell, opts: Mapping[str, Any]) -> None:
+    path = opts["path"]
+    if path is not None and not any(math.isclose(a, cell.alpha) for a in path):
+        raise ConfigError(f"path={','.join(f'{a:g}' for a in path)} does not contain "
+                          f"alpha={cell.alpha:g}; allowed: a list of alphas that contains it")
+
+
+def _check_erm(cell: Cell, opts: Mapping[str, Any]) -> None:
+    if parse_theory_lam(cell.lam) == LAM_OPTIMAL and opts["lam_v"] is not None:
+        raise ConfigError("lam_v cannot be combined with lam='optimal' (one lam for k and v)")
+    _check_path(cell, opts)
+
+
+def _solver(opts: Mapping[str, Any], samples: int) -> SolverOptions:
+    kw = {k: opts[k] for k in SOLVER_KEYS}
+    if kw.get("tol") is None:
+        kw["tol"] = default_tol(samples)
+    return SolverOptions(**kw)
+
+
+def erm_options(opts: Mapping[str, Any], seed: int) -> ErmTheoryOptions:
+    """:class:`ErmTheoryOptions` from a cell's validated options."""
+    base = ErmTheoryOptions.from_options({**opts, "seed": seed})
+    return dataclasses.replace(base, solver=_solver(opts, base.samples))
+
+
+def bayes_options(opts: Mapping[str, Any], seed: int) -> BayesTheoryOptions:
+    """:class:`BayesTheoryOptions` from a cell's validated options."""
+    base = BayesTheoryOptions.from_options({**opts, "seed": seed})
+    return dataclasses.replace(base, solver=_solver(opts, base.samples))
+
+
+def _path_key(cell: Cell, opts: Mapping[str, Any]) -> Hashable | None:
+    """Cells sharing a continuation path and everything else but ``alpha`` form one unit."""
+    if opts["path"] is None:
+        return None
+    rest = dataclasses.replace(cell, alpha=None, options={})
+    return (rest.to_json(), tuple(sorted((k, repr(v)) for k, v in opts.items())))
+
+
+# ----------------------------------------------------------------------------------------------
+# resources
+# ----------------------------------------------------------------------------------------------
+def _L(cell: Cell) -> int:
+    return LengthLaw.parse(cell.L).L_max
+
+
+def _erm_memory(cell: Cell, opts: Mapping[str, Any]) -> Resources:
+    L = _L(cell)
+    S = 2 * L + 1  # starts of the proximal problem
+    # every start of every sample a row; per row the LM state, a Hessian and its solve
+    prox = opts["samples"] * S * (8 * L + 4 * L * L) * 8 * 3
+    test = opts["test_samples"] * L * 8 * 21  # the population test formula
+    return Resources(prox + test, f"{opts['samples']} channel samples x {S} starts x L={L} "
+                     "(float64)", "samples, test_samples or L")
+
+
+def _erm_cost(cell: Cell, opts: Mapping[str, Any]) -> float:
+    L = _L(cell)
+    calls = 40.0 * (len(opts["lam_grid"]) + opts["refine_iter"]
+                    if parse_theory_lam(cell.lam) == LAM_OPTIMAL else 1.0)
+    return 30.0 + calls * opts["samples"] * (2 * L + 1) * L * L * 2000 / 2e9
+
+
+def _bayes_memory(cell: Cell, opts: Mapping[str, Any]) -> Resources:
+    L = _L(cell)
+    nodes = 1 if cell.variant == "spiked" else opts["gh_nodes"]
+    rows = max(opts["samples"], min(opts["test_samples"], 4096))
+    return Resources(rows * nodes * L * 8 * 6 + opts["test_samples"] * L * 8 * 12,
+                     f"{opts['samples']} channel rows x {nodes} quadrature nodes x L={L}",
+                     "samples, test_samples, gh_nodes or L")
+
+
+def _bayes_cost(cell: Cell, opts: Mapping[str, Any]) -> float:
+    L = _L(cell)
+    nodes = 1 if cell.variant == "spiked" else opts["gh_nodes"]
+    return 3.0 + 2 * 200 * opts["samples"] * nodes * L * 50 / 2e9
+
+
+# ----------------------------------------------------------------------------------------------
+# theory_erm:<activation>
+# ----------------------------------------------------------------------------------------------
 _ERM_OUT = ("m_k", "q_k", "V_k", "m_v", "q_v", "V_v", "mh_k", "qh_k", "Vh_k", "mh_v", "qh_v",
             "Vh_v", "Vh_k_stein", "Vh_v_stein", "Vh_k_hessian", "Vh_v_hessian", "vh_gap_k",
-            "vh_gap_v", "vh_gap_k_se", "vh_gap_v_se", "train_loss", "objective", "off_branch",
-            "prox_unconverged",
-            "iterations", "residual", "samples", "vh_form", "start", "reason")
+            "vh_gap_v", "vh_gap_k_stderr", "vh_gap_v_stderr", "train_loss", "objective",
+            "off_branch", "prox_unconverged", "iterations", "residual", "samples", "vh_form",
+            "start", "reason")
 
 
-@register("theory_erm", activations=ERM_ACTIVATIONS, needs=("alpha",),
-          description="replica-symmetric ERM fixed point at finite alpha (spec section 5)")
-def theory_erm_cell(cell: Cell) -> dict[str, Any]:
-    """One ``alpha`` of the ERM replica theory; ``lam`` a float or ``"auto"``/``"opt"``."""
-    t0 = time.perf_counter()
-    task = make_task(cell.variant, L=cell.L, nu=cell.nu, delta=cell.delta, D=1)
-    opt = erm_options(cell.options, cell.seed)
-    start = str(cell.options.get("start", "informed"))
-    lam = cell.lam
-    if lam is None:
-        raise ConfigError("lam=None is not set; allowed: real >= 0, 'auto' or 'opt'")
-    if isinstance(lam, str) and lam.strip().lower() in {"auto", "opt"}:
-        r = optimal_lambda(task, cell.activation, cell.alpha, opt, start=start).result
-    else:
-        lam = check_real("lam", lam, low=0.0)
-        r = solve_erm(task, cell.activation, cell.alpha, lam, lam, opt, start=start)
+def _erm_point(r: ErmTheoryResult, task_delta: float) -> dict[str, Any]:
     out: dict[str, Any] = {"test_error": r.test_error, "stderr": r.stderr,
-                           "test_stderr": r.test_stderr, "channel_stderr": r.channel_stderr,
-                           "risk": r.test_error + task.delta, "lam": r.lam_k,
+                           "stderr_test": r.stderr_test, "stderr_channel": r.stderr_channel,
+                           "risk": r.test_error + task_delta, "lam": r.lam_k,
                            "converged": r.converged}
     out.update({k: getattr(r, k) for k in _ERM_OUT})
-    out["runtime_s"] = time.perf_counter() - t0
+    out.update({f"{k}_stderr": v for k, v in r.order_stderr.items()})
     return out
 
 
-@register("theory_bayes", needs=("alpha",),
-          description="Bayes-optimal state evolution at finite alpha, both starts (spec 5)")
-def theory_bayes_cell(cell: Cell) -> dict[str, Any]:
-    """One ``alpha`` of the state evolution from both starts; the larger free entropy wins."""
+def _erm_batch(cells: list[Cell], opts_list: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Cells sharing a path (or one cell): the curve once, each cell's point from it."""
     t0 = time.perf_counter()
-    task = make_task(cell.variant, L=cell.L, nu=cell.nu, delta=cell.delta, D=1)
-    opt = bayes_options(cell.options, cell.seed)
-    inf = solve_bayes(task, cell.alpha, opt, start="informed")
-    unf = solve_bayes(task, cell.alpha, opt, start="uninformed")
-    p = compare_branches(float(cell.alpha), inf, unf)
-    b = p.best
+    cell, opts = cells[0], opts_list[0]
+    task = cell.task(D=1)
+    opt = erm_options(opts, cell.seed)
+    lam = parse_theory_lam(cell.lam)
+    path = list(opts["path"]) if opts["path"] is not None else [cell.alpha]
+    alphas = [c.alpha for c in cells]
+    if lam == LAM_OPTIMAL:
+        if opts["path"] is not None:  # continuation of the top lam along the path upwards
+            res = optimal_lambda_curve(task, cell.activation, sorted(path), opt,
+                                       lam_grid=opts["lam_grid"],
+                                       refine_iter=opts["refine_iter"])
+            by_alpha = dict(zip(sorted(path), res, strict=True))
+            points = [by_alpha[_on_path(a, path)] for a in alphas]
+        else:
+            points = [optimal_lambda(task, cell.activation, a, opt, lam_grid=opts["lam_grid"],
+                                     refine_iter=opts["refine_iter"], start=opts["start"][0])
+                      for a in alphas]
+        outs = []
+        for p in points:
+            o = _erm_point(p.result, task.delta)
+            o.update({"lam_at_boundary": p.at_boundary,
+                      "lam_evaluations": [list(e) for e in p.evaluations]})
+            outs.append(o)
+    else:
+        lam_v = lam if opts["lam_v"] is None else opts["lam_v"]
+        best, sweeps = erm_curve(task, cell.activation, path, lam, lam_v, opt,
+                                 starts=opts["start"], both_directions=opts["sweep"] == "both",
+                                 use_continuation=opts["path"] is not None,
+                                 report=[_on_path(a, path) for a in alphas])
+        outs = []
+        for a in alphas:
+            i = path.index(_on_path(a, path))
+            o = _erm_point(best[i], task.delta)
+            o["lam_v"] = lam_v
+            o["branches"] = json.dumps({
+                name: {"test_error": _finite_or_none(s_[i].test_error),
+                       "objective": _finite_or_none(s_[i].objective),
+                       "converged": s_[i].converged} for name, s_ in sweeps.items()})
+            outs.append(o)
+    share = (time.perf_counter() - t0) / len(cells)
+    for o in outs:
+        o["runtime_s"] = share
+    return outs
+
+
+def _finite_or_none(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+def _on_path(alpha: float, path: list[float]) -> float:
+    return next(a for a in path if math.isclose(a, alpha))
+
+
+@register("theory_erm", schema=ERM_SCHEMA, activations=ERM_ACTIVATIONS, needs=("alpha", "lam"),
+          description="replica-symmetric ERM fixed point at finite alpha (spec section 5)",
+          outputs=common("test_error", "stderr", "stderr_test", "stderr_channel", "risk",
+                         "m_k", "q_k", "m_v", "q_v", "lam", "converged", "reason",
+                         "iterations", "runtime_s") + outputs(
+              ("V_k", "response V_k"), ("V_v", "response V_v"),
+              ("train_loss", "training loss per sample at the fixed point"),
+              ("objective", "training objective per sample (ranks branches)"),
+              ("off_branch", "fraction of channel samples whose global proximal minimum is "
+                             "not the one reached from w_k"),
+              ("vh_gap_k", "Hessian minus Stein-free Vh_k", "1", "vh_gap_k_stderr"),
+              ("vh_gap_k_stderr", "Monte Carlo standard error of vh_gap_k"),
+              ("vh_gap_v", "Hessian minus Stein-free Vh_v", "1", "vh_gap_v_stderr"),
+              ("vh_gap_v_stderr", "Monte Carlo standard error of vh_gap_v"),
+              ("start", "start of the branch reported", ""),
+              ("branches", "every continuation sweep's test_error, objective and converged "
+                           "at this alpha (JSON)", ""),
+              ("lam_at_boundary", "lam='optimal' stopped at an end of its grid", "")),
+          cost=_erm_cost, memory=_erm_memory,
+          check=lambda c, o: _check_erm(c, o),
+          plot=PlotStyle(kind="line", label="{activation} (theory)"), version="2",
+          dims=("variant", "L", "nu", "delta", "alpha", "lam"),
+          batch=_erm_batch, batch_key=_path_key)
+def theory_erm_cell(cell: Cell, opts: Mapping[str, Any]) -> dict[str, Any]:
+    """One ``alpha`` of the ERM replica theory (options :data:`ERM_SCHEMA`)."""
+    return _erm_batch([cell], [opts])[0]
+
+
+# ----------------------------------------------------------------------------------------------
+# theory_bayes
+# ----------------------------------------------------------------------------------------------
+def _bayes_point(p: BayesCurvePoint, branch: str, delta: float) -> dict[str, Any]:
+    b = {"best": p.best, "informed": p.informed, "uninformed": p.uninformed}[branch]
     out: dict[str, Any] = {
-        "test_error": b.test_error, "stderr": b.stderr, "test_stderr": b.test_stderr,
-        "channel_stderr": b.channel_stderr, "risk": b.test_error + task.delta,
+        "test_error": b.test_error, "stderr": b.stderr, "stderr_test": b.stderr_test,
+        "stderr_channel": b.stderr_channel, "risk": b.test_error + delta,
         "m_k": b.m_k, "q_k": b.m_k, "V_k": 1.0 - b.m_k, "m_v": b.m_v, "q_v": b.m_v,
         "V_v": 1.0 - b.m_v, "mh_k": b.mh_k, "mh_v": b.mh_v, "free_entropy": b.free_entropy,
         "nishimori_gap": b.nishimori_gap, "clipped": b.clipped,
-        "converged": b.converged, "iterations": inf.iterations + unf.iterations,
-        "residual": b.residual, "branch": b.start,
-        "test_error_uninformed": unf.test_error, "test_error_informed": inf.test_error,
-        "free_entropy_uninformed": unf.free_entropy, "free_entropy_informed": inf.free_entropy,
+        "converged": b.converged, "reason": b.reason,
+        "iterations": p.informed.iterations + p.uninformed.iterations,
+        "residual": b.residual,
+        "branch": "informed" if b is p.informed else "uninformed",
         "branches_differ": p.branches_differ, "hard_phase": p.hard_phase,
         "samples": b.samples, "quadrature": b.quadrature,
         "quadrature_error": b.quadrature_error,
     }
-    out["runtime_s"] = time.perf_counter() - t0
+    for name, r in (("informed", p.informed), ("uninformed", p.uninformed)):
+        out.update({f"test_error_{name}": r.test_error, f"free_entropy_{name}": r.free_entropy,
+                    f"m_k_{name}": r.m_k, f"m_v_{name}": r.m_v,
+                    f"converged_{name}": r.converged, f"iterations_{name}": r.iterations})
     return out
+
+
+def _bayes_batch(cells: list[Cell], opts_list: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    t0 = time.perf_counter()
+    cell, opts = cells[0], opts_list[0]
+    task = cell.task(D=1)
+    opt = bayes_options(opts, cell.seed)
+    path = list(opts["path"]) if opts["path"] is not None else [c.alpha for c in cells]
+    points = bayes_curve(task, path, opt, use_continuation=opts["path"] is not None)
+    by_alpha = dict(zip(path, points, strict=True))
+    outs = [_bayes_point(by_alpha[_on_path(c.alpha, path)], o["branch"], task.delta)
+            for c, o in zip(cells, opts_list, strict=True)]
+    share = (time.perf_counter() - t0) / len(cells)
+    for o in outs:
+        o["runtime_s"] = share
+    return outs
+
+
+@register("theory_bayes", schema=BAYES_SCHEMA, needs=("alpha",),
+          description="Bayes-optimal state evolution at finite alpha, both starts (spec 5)",
+          outputs=common("test_error", "stderr", "stderr_test", "stderr_channel", "risk",
+                         "m_k", "q_k", "m_v", "q_v", "nishimori_gap", "converged", "reason",
+                         "iterations", "runtime_s") + outputs(
+              ("free_entropy", "replica-symmetric free entropy of the reported branch"),
+              ("branch", "branch reported (informed or uninformed)", ""),
+              ("branches_differ", "the two starts reach different fixed points", ""),
+              ("hard_phase", "the uninformed start misses the Bayes-optimal branch", ""),
+              ("clipped", "an overlap sits at the clip 1 - m_clip", ""),
+              ("quadrature_error", "test-error change against a coarser quadrature"),
+              ("test_error_informed", "test error of the informed branch"),
+              ("test_error_uninformed", "test error of the uninformed branch")),
+          cost=_bayes_cost, memory=_bayes_memory, check=lambda c, o: _check_path(c, o),
+          plot=PlotStyle(kind="line", label="Bayes-optimal (theory)", color="k"),
+          version="2", dims=("variant", "L", "nu", "delta", "alpha"),
+          batch=_bayes_batch, batch_key=_path_key)
+def theory_bayes_cell(cell: Cell, opts: Mapping[str, Any]) -> dict[str, Any]:
+    """One ``alpha`` of the state evolution from both starts (options :data:`BAYES_SCHEMA`);
+    the ``branch`` option picks what is reported (default: the larger free entropy)."""
+    return _bayes_batch([cell], [opts])[0]

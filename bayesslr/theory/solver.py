@@ -37,20 +37,21 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
-from bayesslr.task import ConfigError, check_int, check_real
+from bayesslr.options import Validated, option
+from bayesslr.task import ConfigError
 
 UpdateFn = Callable[[np.ndarray], tuple[np.ndarray, dict[str, Any]]]
 ACCELS: tuple[str, ...] = ("none", "anderson")
 
 
 @dataclass(frozen=True)
-class SolverOptions:
-    """Settings of the damped fixed-point iteration.
+class SolverOptions(Validated):
+    """Settings of the damped fixed-point iteration (each field checked on construction).
 
     Attributes
     ----------
     damping : float
-        Weight of the old iterate, ``x <- (1 - damping) F(x) + damping x``; in ``[0, 1)``.
+        Weight of the old iterate, ``x <- (1 - damping) F(x) + damping x``; in ``[0, 0.99]``.
     tol : float
         Convergence when ``max_i |F(x)_i - x_i| / max(|x_i|, scale_floor) < tol``.
     max_iter : int
@@ -75,32 +76,27 @@ class SolverOptions:
         Restarts after which the solve continues with plain damping.
     """
 
-    damping: float = 0.5
-    tol: float = 1e-5
-    max_iter: int = 400
-    min_iter: int = 2
-    call_timeout_s: float = 600.0
-    max_seconds: float = 3600.0
-    scale_floor: float = 1e-3
-    accel: str = "none"
-    anderson_m: int = 5
-    anderson_restart: float = 2.0
-    anderson_max_restarts: int = 5
+    damping: float = option(0.5, low=0.0, high=0.99, doc="weight of the old iterate")
+    tol: float = option(1e-5, low=0.0, low_open=True, doc="relative residual tolerance")
+    max_iter: int = option(400, low=1, high=10**6, doc="iteration cap")
+    min_iter: int = option(2, low=1, high=10**6, doc="iterations always done")
+    call_timeout_s: float = option(600.0, low=0.0, low_open=True,
+                                   doc="watchdog: longest one update call may take (s)")
+    max_seconds: float = option(3600.0, low=0.0, low_open=True,
+                                doc="wall-clock budget of one solve (s)")
+    scale_floor: float = option(1e-3, low=0.0, low_open=True,
+                                doc="floor of the relative residual's denominator")
+    accel: str = option("none", choices=ACCELS,
+                        doc="plain damped iteration, or safeguarded Anderson mixing")
+    anderson_m: int = option(5, low=1, high=100, doc="Anderson memory")
+    anderson_restart: float = option(2.0, low=1.0,
+                                     doc="residual growth that abandons an Anderson step")
+    anderson_max_restarts: int = option(5, low=0, high=1000,
+                                        doc="restarts before falling back to damping")
 
-    def __post_init__(self) -> None:
-        check_real("damping", self.damping, low=0.0, high=0.99)
-        check_real("tol", self.tol, low=0.0, low_open=True)
-        check_int("max_iter", self.max_iter, low=1)
-        check_int("min_iter", self.min_iter, low=1)
-        check_real("call_timeout_s", self.call_timeout_s, low=0.0, low_open=True)
-        check_real("max_seconds", self.max_seconds, low=0.0, low_open=True)
-        check_real("scale_floor", self.scale_floor, low=0.0, low_open=True)
-        if self.accel not in ACCELS:
-            raise ConfigError(f"accel={self.accel!r} is unknown; allowed: one of "
-                              f"{', '.join(ACCELS)}")
-        check_int("anderson_m", self.anderson_m, low=1)
-        check_real("anderson_restart", self.anderson_restart, low=1.0)
-        check_int("anderson_max_restarts", self.anderson_max_restarts, low=0)
+
+SOLVER_KEYS: tuple[str, ...] = ("damping", "tol", "max_iter", "min_iter", "call_timeout_s",
+                                "max_seconds", "accel", "anderson_m")
 
 
 @dataclass(frozen=True)
