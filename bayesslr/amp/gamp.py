@@ -38,7 +38,8 @@ import numpy as np
 
 from bayesslr.amp.channel import attention_weights, output_functions_blocked, prior_precision
 from bayesslr.jaxconfig import Array, PRNGKey
-from bayesslr.task import ConfigError, Data, TaskConfig, Teacher, check_int, check_real
+from bayesslr.options import Validated, option
+from bayesslr.task import ConfigError, Data, TaskConfig, Teacher
 from bayesslr.theory.bayes import (
     MAX_QUADRATURES,
     BayesTheoryOptions,
@@ -51,8 +52,8 @@ GAMP_STARTS: tuple[str, ...] = ("uninformed", "informed")
 
 
 @dataclass(frozen=True)
-class GampOptions:
-    """Settings of one GAMP run.
+class GampOptions(Validated):
+    """Settings of one GAMP run (option fields, checked on construction).
 
     Attributes
     ----------
@@ -67,7 +68,8 @@ class GampOptions:
     min_iter : int
         Iterations always done.
     tol : float
-        Converged when the relative change ``|W_new - W|/|W_new|`` of both columns is below.
+        Converged when the relative size ``|W_new - W| / |W_new|`` of the undamped step is
+        below ``tol`` for both columns.
     damping : float
         Initial damping: ``W, c <- damping * old + (1 - damping) * new`` and the same for
         ``g``; 0 = plain GAMP (whose state evolution is the undamped iteration).
@@ -90,37 +92,31 @@ class GampOptions:
         Quadrature of ``c_eps`` (max variant, finite ``nu``), as in the state evolution.
     """
 
-    init: str = "uninformed"
-    max_iter: int = 300
-    min_iter: int = 3
-    tol: float = 1e-5
-    damping: float = 0.0
-    adaptive_damping: bool = True
-    max_damping: float = 0.9
-    m_clip: float = 1e-6
-    max_seconds: float = 3600.0
-    max_quadrature: str = "gumbel"
-    gumbel_per_sd: int = 8
-    gh_nodes: int = 512
-    variance: str = "derivative"
-
-    def __post_init__(self) -> None:
-        if self.init not in GAMP_STARTS:
-            raise ConfigError(f"init={self.init!r} is unknown; allowed: one of "
-                              f"{', '.join(GAMP_STARTS)}")
-        check_int("max_iter", self.max_iter, low=1, high=100_000)
-        check_int("min_iter", self.min_iter, low=1, high=100_000)
-        check_real("tol", self.tol, low=0.0, low_open=True, high=1.0)
-        check_real("damping", self.damping, low=0.0, high=0.99)
-        check_real("max_damping", self.max_damping, low=0.0, high=0.99)
-        if self.variance not in ("derivative", "nishimori"):
-            raise ConfigError(f"variance={self.variance!r} is unknown; allowed: one of "
-                              "derivative, nishimori")
-        check_real("m_clip", self.m_clip, low=0.0, high=0.5, low_open=True)
-        check_real("max_seconds", self.max_seconds, low=0.0, low_open=True)
-        if self.max_quadrature not in MAX_QUADRATURES:
-            raise ConfigError(f"max_quadrature={self.max_quadrature!r} is unknown; allowed: "
-                              f"one of {', '.join(MAX_QUADRATURES)}")
+    init: str = option("uninformed", choices=GAMP_STARTS,
+                       doc="start: uninformed (random, overlap ~ D^-1/2) or informed (teacher "
+                           "plus noise, m = 0.999)")
+    max_iter: int = option(500, low=1, high=100_000, doc="iteration cap")
+    min_iter: int = option(3, low=1, high=100_000, doc="iterations always done")
+    tol: float = option(1e-5, low=0.0, high=1.0, low_open=True,
+                        doc="converged when the undamped step's relative size is below tol")
+    damping: float = option(0.0, low=0.0, high=0.99,
+                            doc="initial damping of W, c and g (0: plain GAMP)")
+    adaptive_damping: bool = option(True, doc="damp (0.5, then more) once the fixed-point "
+                                              "residual grows")
+    max_damping: float = option(0.9, low=0.0, high=0.99, doc="cap of the adaptive damping")
+    variance: str = option("derivative", choices=("derivative", "nishimori"),
+                           doc="Onsager coefficient: -mean dg/domega, or mean |g|^2")
+    m_clip: float = option(1e-6, low=0.0, high=0.5, low_open=True,
+                           doc="floor of the posterior variances c_k, c_v")
+    max_seconds: float = option(3600.0, low=0.0, low_open=True,
+                                doc="wall-clock budget of the iterations")
+    max_quadrature: str = option("gumbel", choices=MAX_QUADRATURES,
+                                 doc="c_eps rule (max, finite nu), as the state evolution's")
+    gumbel_per_sd: int = option(8, low=2, high=64,
+                                doc="table points per sd(Z) of the Gumbel-max rule")
+    gh_nodes: int = option(512, low=2, high=10**6,
+                           doc="nodes of the tensor Gauss-Hermite rule (max_quadrature="
+                               "tensor-gh)")
 
     def theory_options(self) -> BayesTheoryOptions:
         """The state-evolution options that fix the same channel and quadrature."""
