@@ -75,10 +75,10 @@ class GampOptions(Validated):
         ``g``; 0 = plain GAMP (whose state evolution is the undamped iteration).
     adaptive_damping : bool
         Raise the damping from 0 to 0.5 when the fixed-point residual first grows, and further
-        (halfway to ``max_damping``) when it later doubles over its smallest value since the
-        last raise: plain GAMP on the spiked variant has an oscillating mode (``v_hat``
-        along the spike direction ``k*``, ``docs/amp.md``) that the state evolution on the
-        symmetric manifold does not see.
+        (halfway to ``max_damping``) when 10 iterations after a raise the residual is still
+        above its value at the raise: plain GAMP on the spiked variant has an oscillating mode
+        (``v_hat`` along the spike direction ``k*``, ``docs/amp.md``) that the state evolution
+        on the symmetric manifold does not see.
     max_damping : float
         Cap of the adaptive damping.
     variance : {"derivative", "nishimori"}
@@ -354,14 +354,14 @@ def gamp(key: PRNGKey, task: TaskConfig, data: Data, options: GampOptions | None
             reason = "time"
             break
         # adaptive damping: plain GAMP until its fixed-point residual first grows (an
-        # oscillating mode), then 0.5; more only if the residual doubles over its smallest
-        # value since the last raise (a mode that 0.5 does not tame)
+        # oscillating mode), then 0.5; more only if, 10 iterations on, the residual is still
+        # above its value when the damping was last raised (a mode that it does not tame)
         d = traj["delta"]
         if opt.adaptive_damping and it >= 2 and beta < opt.max_damping:
             if beta == 0.0:
                 grow = d[-1] > d[-2]
             else:
-                grow = it - last_raise >= 5 and d[-1] > 2.0 * min(d[last_raise:])
+                grow = it - last_raise >= 10 and d[-1] > d[last_raise - 1]
             if grow:
                 beta = min(opt.max_damping, 0.5 if beta == 0.0 else beta + (1.0 - beta) / 2)
                 last_raise = it

@@ -1,0 +1,137 @@
+"""GAMP for SLR (``bayesslr.amp``, docs/amp.md) and the Gumbel-max quadrature it shares with the
+state evolution.
+
+Tolerances are Monte Carlo standard errors (``c_eps`` against brute-force sampling) or the
+spread over seeds of finite-``D`` overlaps, estimated in the test itself (never a number tuned
+until green); each test says how. The heavier statistical checks are marked ``slow``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from conftest import run_cli
+
+from bayesslr.amp import GampOptions, amp_task_data, gamp, gamp_predict
+from bayesslr.amp.channel import output_functions, prior_precision
+from bayesslr.methods import Cell, run_cell
+from bayesslr import metrics
+from bayesslr.task import ConfigError, make_task, sample_task
+from bayesslr.theory import bayes as tb
+
+
+# ----------------------------------------------------------------------------------------------
+# the Gumbel-max rule for c_eps (max variant, finite nu)
+# ----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("V, nu", [(1.0, 5.0), (0.01, 2.0)])
+def test_gumbel_c_eps_against_brute_force_monte_carlo(V, nu):
+    """``c_eps / L = E_t softmax(nu (w + sqrt(V) t))_eps`` by plain sampling of ``t``
+    (``draws`` per row): every one of the 36 entries within 4.5 Monte Carlo standard errors
+    (a 4.5-sigma miss has probability 7e-6 per entry), at ``nu sqrt(V) = 5`` (where the old
+    tensor Gauss-Hermite rule is off: there it misses by more than 5 standard errors) and
+    ``0.2``."""
+    rng = np.random.default_rng(0)
+    n, draws = 12, 200_000
+    w = rng.normal(size=(n, 3)) * math.sqrt(0.5)
+    task = make_task("max", 3, nu, 0.01, 1)
+    with jax.enable_x64(True):
+        rules = {}
+        for q in ("gumbel", "tensor-gh"):
+            st, quad = tb.output_channel(task, tb.BayesTheoryOptions(max_quadrature=q))
+            rules[q] = np.exp(np.asarray(tb.log_c(st, jnp.asarray(w), V, jnp.ones((n, 3), bool),
+                                                  jnp.full((n,), 3), quad))) / 3
+    mc, se = np.zeros((n, 3)), np.zeros((n, 3))
+    for i in range(n):
+        z = nu * (w[i] + math.sqrt(V) * rng.normal(size=(draws, 3)))
+        p = np.exp(z - z.max(1, keepdims=True))
+        p /= p.sum(1, keepdims=True)
+        mc[i], se[i] = p.mean(0), p.std(0) / math.sqrt(draws)
+    assert np.all(np.abs(rules["gumbel"] - mc) < 4.5 * se)
+    # the probabilities sum to one up to the rule's own error (~1e-6 where the Gumbel part
+    # dominates, nu sqrt(V) < 1: measured against the rule with twice the table density)
+    np.testing.assert_allclose(rules["gumbel"].sum(1), 1.0, atol=1e-5)
+    if nu * math.sqrt(V) >= 5:
+        assert np.max(np.abs(rules["tensor-gh"] - mc) / se) > 5.0
+
+
+def test_gumbel_c_eps_is_differentiable_and_masked():
+    """Gradient against central differences (float64; the difference is the rule's own
+    error, ~1e-7, over the step), masked entries ``-inf``, ``c = 1`` at ``L = 1``."""
+    task = make_task("max", "1,2,3", 3.0, 0.01, 1)
+    rng = np.random.default_rng(1)
+    w = rng.normal(size=(4, 3))
+    mask = np.array([[1, 1, 1], [1, 1, 0], [1, 0, 0], [1, 1, 1]], bool)
+    with jax.enable_x64(True):
+        st, quad = tb.output_channel(task)
+        weights = jnp.arange(1.0, 13.0).reshape(4, 3)
+
+        def f(ww):
+            lc = tb.log_c(st, ww, 0.3, jnp.asarray(mask), jnp.sum(jnp.asarray(mask), 1), quad)
+            return jnp.sum(jnp.where(mask, lc, 0.0) * weights), lc
+
+        (_, lc), g = jax.value_and_grad(f, has_aux=True)(jnp.asarray(w))
+        h = 1e-5
+        fd = np.zeros_like(w)
+        for i in range(4):
+            for j in range(3):
+                e = np.zeros_like(w)
+                e[i, j] = h
+                fd[i, j] = (f(jnp.asarray(w + e))[0] - f(jnp.asarray(w - e))[0]) / (2 * h)
+    lc = np.asarray(lc)
+    assert np.all(np.isneginf(lc[~mask])) and abs(lc[2, 0]) < 1e-6
+    np.testing.assert_allclose(np.asarray(g), fd, atol=1e-4)
+    assert np.all(np.asarray(g)[~mask] == 0.0)
+
+
+# ----------------------------------------------------------------------------------------------
+# the channel: the spiked factor belongs to the prior
+# ----------------------------------------------------------------------------------------------
+def test_spiked_onsager_coefficient_misses_alpha_nu():
+    """Per sample, exactly: ``-sum_l dg_k/domega_k = |g_k|^2 - nu`` for the spiked channel, so
+    the Onsager coefficient from the channel is ``alpha (mean|g_k|^2 - nu)`` and the prior's
+    ``lam_k = 1 + alpha nu`` makes ``lam_k + A_k = 1 + alpha mean|g_k|^2`` (docs/amp.md)."""
+    task = make_task("spiked", "1,2,3", 2.0, 0.05, 50)
+    rng = np.random.default_rng(2)
+    n = 64
+    length = rng.integers(1, 4, n)
+    mask = np.arange(3)[None, :] < length[:, None]
+    st, quad = tb.output_channel(task)
+    g_k, g_v, dg_k, dg_v = output_functions(
+        st, quad, jnp.asarray(rng.normal(size=n), jnp.float32),
+        jnp.asarray(rng.normal(size=(n, 3)), jnp.float32),
+        jnp.asarray(rng.normal(size=(n, 3)), jnp.float32), 0.4, 0.3, jnp.asarray(mask),
+        jnp.asarray(length))
+    lhs = -np.sum(np.asarray(dg_k), 1)
+    rhs = np.sum(np.asarray(g_k) ** 2, 1) - task.nu
+    np.testing.assert_allclose(lhs, rhs, atol=2e-5)
+    assert np.all(np.asarray(g_k)[~mask] == 0) and np.all(np.asarray(dg_v)[~mask] == 0)
+    assert prior_precision(task, 100) == (1.0 + 2.0 * 100 / 50, 1.0)
+    assert prior_precision(make_task("max", 3, 2.0, 0.0, 50), 100) == (1.0, 1.0)
+
+
+# ----------------------------------------------------------------------------------------------
+# data: the suite's draws
+# ----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("variant, L, nu", [("spiked", "1,2,3", 2.0), ("max", "2,3", 1.5)])
+def test_blocked_draw_is_the_suite_data(variant, L, nu):
+    """The blocked draw (one ``X`` in memory) gives ``sample_task``'s data: identical normals,
+    locations and masks, spiked tokens and labels within float rounding (a few ulp)."""
+    task = make_task(variant, L, nu, 0.01, 37)
+    ref = jax.jit(sample_task, static_argnums=(1, 2, 3))(jax.random.key(5), task, 101, 53)
+    got = amp_task_data(jax.random.key(5), task, 101, 53, block_bytes=4 * 3 * 37 * 7,
+                        exact_below_bytes=0)
+    np.testing.assert_array_equal(np.asarray(ref[0].k), np.asarray(got[0].k))
+    for a, b in ((ref[1], got[1]), (ref[2], got[2])):
+        np.testing.assert_array_equal(np.asarray(a.eps), np.asarray(b.eps))
+        np.testing.assert_array_equal(np.asarray(a.mask), np.asarray(b.mask))
+        np.testing.assert_allclose(np.asarray(a.X), np.asarray(b.X), rtol=0, atol=1e-6)
+        np.testing.assert_allclose(np.asarray(a.y), np.asarray(b.y), rtol=0, atol=1e-6)
+        if variant == "max":
+            np.testing.assert_array_equal(np.asarray(a.X), np.asarray(b.X))
+    small = amp_task_data(jax.random.key(5), task, 101, 53)  # under 256 MB: sample_task itself
+    np.testing.assert_array_equal(np.asarray(small[1].X), np.asarray(ref[1].X))
