@@ -135,3 +135,64 @@ def test_blocked_draw_is_the_suite_data(variant, L, nu):
             np.testing.assert_array_equal(np.asarray(a.X), np.asarray(b.X))
     small = amp_task_data(jax.random.key(5), task, 101, 53)  # under 256 MB: sample_task itself
     np.testing.assert_array_equal(np.asarray(small[1].X), np.asarray(ref[1].X))
+
+
+# ----------------------------------------------------------------------------------------------
+# state-evolution trajectory, registry and CLI
+# ----------------------------------------------------------------------------------------------
+def test_state_evolution_trajectory_is_the_undamped_iteration():
+    """Each step is ``m^{t+1} = mh(m^t) / (1 + mh(m^t))`` from the named start (the same
+    numbers as the solver's update on the same channel samples), and it ends at the solver's
+    fixed point; the ``theory_bayes`` option returns the same iterates as lists."""
+    task = make_task("spiked", 3, 2.0, 0.01, 1)
+    opt = tb.BayesTheoryOptions(samples=2000, test_samples=2000)
+    tr = tb.state_evolution_trajectory(task, 2.0, "uninformed", 40, opt)
+    assert len(tr.m_k) == 41 and len(tr.mh_k) == 40 and tr.m_k[0] == 1e-6
+    for t in (0, 5):
+        np.testing.assert_allclose(tr.m_v[t + 1], tr.mh_v[t] / (1 + tr.mh_v[t]), rtol=1e-12)
+    fp = tb.solve_bayes(task, 2.0, opt, start="uninformed")
+    assert abs(tr.m_k[-1] - fp.m_k) < 1e-5 and abs(tr.m_v[-1] - fp.m_v) < 1e-5
+    out = run_cell(Cell("theory_bayes", variant="spiked", L="3", nu=2.0, delta=0.01, alpha=2.0,
+                        options={"samples": 2000, "test_samples": 2000, "trajectory": 5}))
+    np.testing.assert_allclose(out["trajectory_m_k"], tr.m_k[:6], rtol=1e-9)
+    np.testing.assert_allclose(out["trajectory_m_v"], tr.m_v[:6], rtol=1e-9)
+
+
+def test_amp_cell_and_cli(capsys):
+    """The verb is a one-cell run of the registry: every documented field, trajectories of
+    ``iterations + 1`` entries starting at the start's overlaps, the error measured against
+    the oracle on the seed's test set; a size that cannot fit is refused before any work."""
+    argv = ["amp", "--variant", "spiked", "--L", "3", "--nu", "2", "--delta", "0.01", "--D",
+            "60", "--alpha", "2", "--seed", "0", "--init", "uninformed", "--n-test", "500",
+            "--max-iter", "40", "--json"]
+    rc, out, err = run_cli(argv, capsys)
+    assert rc == 0, err
+    d = json.loads(out)
+    for k in ("test_error", "stderr", "oracle_error", "m_k", "q_k", "m_v", "q_v",
+              "iterations", "converged", "reason", "runtime_s", "damping", "damped_from"):
+        assert k in d, k
+    n = d["iterations"] + 1
+    for k in ("m_k", "q_k", "m_v", "q_v", "damping", "delta"):
+        assert len(d[f"trajectory_{k}"]) == n
+    assert abs(d["trajectory_q_k"][0] - 1e-6) < 1e-6 and d["trajectory_m_k"][-1] == d["m_k"]
+    assert d["test_error"] > d["oracle_error"] - 4 * d["stderr"]
+    same = run_cell(Cell("amp", variant="spiked", L="3", nu=2.0, delta=0.01, alpha=2.0, D=60,
+                         seed=0, options={"n_test": 500, "max_iter": 40}))
+    assert same["test_error"] == d["test_error"] and same["trajectory_m_v"] == d["trajectory_m_v"]
+    rc, _, err = run_cli(["amp", "--D", "1000000", "--alpha", "5", "--json"], capsys)
+    assert rc == 2 and "needs about" in err and "lower D, alpha or n_test" in err
+    with pytest.raises(ConfigError, match="init='warm' is unknown"):
+        run_cell(Cell("amp", alpha=2.0, D=50, options={"init": "warm"}))
+
+
+def test_gamp_informed_start_needs_the_teacher_and_reports_a_blow_up():
+    """The informed start is refused without a teacher; a run whose iterate stops being finite
+    ends with ``converged=False`` and the reason, keeping the last finite iterate."""
+    task = make_task("spiked", 3, 2.0, 0.01, 40)
+    teacher, train, _ = sample_task(jax.random.key(0), task, 80, 0)
+    with pytest.raises(ConfigError, match="needs the teacher"):
+        gamp(jax.random.key(1), task, train, GampOptions(init="informed"))
+    bad = train._replace(y=train.y.at[3].set(jnp.inf))
+    res = gamp(jax.random.key(1), task, bad, GampOptions(max_iter=5), teacher=teacher)
+    assert not res.converged and res.reason.startswith("non-finite at iteration")
+    assert np.all(np.isfinite(np.asarray(res.state.W)))
