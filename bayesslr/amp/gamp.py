@@ -90,6 +90,10 @@ class GampOptions(Validated):
         Wall-clock budget of the iterations (``converged=False``, reason ``time``, past it).
     max_quadrature, gumbel_per_sd, gh_nodes :
         Quadrature of ``c_eps`` (max variant, finite ``nu``), as in the state evolution.
+
+    Examples
+    --------
+    See :func:`gamp`.
     """
 
     init: str = option("uninformed", choices=GAMP_STARTS,
@@ -298,6 +302,19 @@ def gamp(key: PRNGKey, task: TaskConfig, data: Data, options: GampOptions | None
     Returns
     -------
     GampResult
+
+    Examples
+    --------
+    >>> import jax, bayesslr as bs
+    >>> task = bs.make_task("spiked", L=3, nu=2.0, delta=0.01, D=200)
+    >>> teacher, train, test = bs.sample_task(bs.seed_key(0), task, 400, 1000)
+    >>> res = bs.gamp(jax.random.key(1), task, train, teacher=teacher)
+    >>> res.converged, res.m_v > 0.9, len(res.trajectory["m_k"]) == res.iterations + 1
+    (True, True, True)
+    >>> y_hat = bs.gamp_predict(task, res, test.X, test.mask)
+    >>> err = bs.test_errors(task, teacher, test, y_hat)
+    >>> bool(err.excess_over_oracle < 0.2)
+    True
     """
     opt = options or GampOptions()
     X, y, mask = data.X, data.y, data.mask
@@ -423,6 +440,10 @@ def gamp_predict(task: TaskConfig, result: GampResult, X: Array, mask: Array,
     ``c_l(chi_hat, c_k) = E_chi g_nu(l, chi)`` (it conditions on the test tokens: for the
     spiked variant their evidence on ``k`` is the factor ``exp(sqrt(nu) chi_l)``;
     ``exp(-nu |k|^2 / (2 D))`` is the same for every ``l`` and cancels).
+
+    Examples
+    --------
+    See :func:`gamp`.
     """
     opt = options or GampOptions()
     dtype = result.state.W.dtype
