@@ -75,10 +75,11 @@ class GampOptions(Validated):
         ``g``; 0 = plain GAMP (whose state evolution is the undamped iteration).
     adaptive_damping : bool
         Raise the damping from 0 to 0.5 when the fixed-point residual first grows, and further
-        (halfway to ``max_damping``) when 10 iterations after a raise the residual is still
-        above its value at the raise: plain GAMP on the spiked variant has an oscillating mode
-        (``v_hat`` along the spike direction ``k*``, ``docs/amp.md``) that the state evolution
-        on the symmetric manifold does not see.
+        (halfway to ``max_damping``) when it then stagnates (no 10% decrease of its 10-iteration
+        minimum, checked from 20 iterations after a raise): plain GAMP on the spiked variant
+        has an oscillating mode (``v_hat`` along the spike direction ``k*``, ``docs/amp.md``)
+        that the state evolution on the symmetric manifold does not see, and 0.5 can leave a
+        2-cycle of it.
     max_damping : float
         Cap of the adaptive damping.
     variance : {"derivative", "nishimori"}
@@ -383,14 +384,15 @@ def gamp(key: PRNGKey, task: TaskConfig, data: Data, options: GampOptions | None
             reason = "time"
             break
         # adaptive damping: plain GAMP until its fixed-point residual first grows (an
-        # oscillating mode), then 0.5; more only if, 10 iterations on, the residual is still
-        # above its value when the damping was last raised (a mode that it does not tame)
+        # oscillating mode), then 0.5; more only if the residual stagnates (its smallest value
+        # over the last 10 iterations above 0.9 times that of the 10 before, 20 iterations or
+        # more after the last raise): the mode is not tamed and the iteration cycles
         d = traj["delta"]
         if opt.adaptive_damping and it >= 2 and beta < opt.max_damping:
             if beta == 0.0:
                 grow = d[-1] > d[-2]
             else:
-                grow = it - last_raise >= 10 and d[-1] > d[last_raise - 1]
+                grow = it - last_raise >= 20 and min(d[-10:]) > 0.9 * min(d[-20:-10])
             if grow:
                 beta = min(opt.max_damping, 0.5 if beta == 0.0 else beta + (1.0 - beta) / 2)
                 last_raise = it
