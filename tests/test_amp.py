@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 from conftest import run_cli
 
+from bayesslr import metrics
 from bayesslr.amp import GampOptions, amp_task_data, gamp, gamp_predict
 from bayesslr.amp.channel import output_functions, prior_precision
 from bayesslr.methods import Cell, run_cell
-from bayesslr import metrics
 from bayesslr.task import ConfigError, make_task, sample_task
 from bayesslr.theory import bayes as tb
 
