@@ -18,7 +18,14 @@ import pytest
 from conftest import run_cli
 
 from bayesslr import metrics
-from bayesslr.amp import GampOptions, amp_task_data, gamp, gamp_predict
+from bayesslr.amp import (
+    GampOptions,
+    amp_task_data,
+    amp_test_data,
+    amp_train_data,
+    gamp,
+    gamp_predict,
+)
 from bayesslr.amp.channel import output_functions, prior_precision
 from bayesslr.methods import Cell, run_cell
 from bayesslr.task import ConfigError, make_task, sample_task
@@ -135,6 +142,14 @@ def test_blocked_draw_is_the_suite_data(variant, L, nu):
             np.testing.assert_array_equal(np.asarray(a.X), np.asarray(b.X))
     small = amp_task_data(jax.random.key(5), task, 101, 53)  # under 256 MB: sample_task itself
     np.testing.assert_array_equal(np.asarray(small[1].X), np.asarray(ref[1].X))
+    for below in (0, 2**28):  # training and test sets drawn apart (one X at a time): the same
+        t, tr = amp_train_data(jax.random.key(5), task, 101, 53, block_bytes=4 * 3 * 37 * 7,
+                               exact_below_bytes=below)
+        te = amp_test_data(jax.random.key(5), task, t, 101, 53, block_bytes=4 * 3 * 37 * 7,
+                           exact_below_bytes=below)
+        whole = got if below == 0 else small
+        np.testing.assert_array_equal(np.asarray(tr.X), np.asarray(whole[1].X))
+        np.testing.assert_array_equal(np.asarray(te.y), np.asarray(whole[2].y))
 
 
 # ----------------------------------------------------------------------------------------------

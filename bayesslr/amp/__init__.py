@@ -8,7 +8,8 @@
 * :mod:`~bayesslr.amp.method`: the registered family ``amp``.
 """
 
-from bayesslr.amp.data import amp_task_data
+from bayesslr.amp.data import amp_task_data, amp_test_data, amp_train_data
 from bayesslr.amp.gamp import GampOptions, GampResult, GampState, gamp, gamp_predict
 
-__all__ = ["GampOptions", "GampResult", "GampState", "amp_task_data", "gamp", "gamp_predict"]
+__all__ = ["GampOptions", "GampResult", "GampState", "amp_task_data", "amp_test_data",
+           "amp_train_data", "gamp", "gamp_predict"]

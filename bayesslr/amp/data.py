@@ -161,9 +161,36 @@ def amp_task_data(key: PRNGKey, task: TaskConfig, n_train: int, n_test: int, *,
     return teacher, train, test
 
 
+def amp_test_data(key: PRNGKey, task: TaskConfig, teacher: Teacher, n_train: int,
+                  n_test: int, *, block_bytes: int = BLOCK_BYTES,
+                  exact_below_bytes: float = EXACT_BELOW_BYTES) -> Data:
+    """The test set of :func:`amp_task_data` alone (its own key, so it can be drawn after the
+    training ``X`` is freed: peak memory ``max`` of the two instead of their sum)."""
+    n_test = check_int("n_test", n_test, low=1)
+    if data_bytes(task, n_train + n_test) <= exact_below_bytes:
+        return _sample_task(key, task, n_train, n_test)[2]
+    return sample_data_blocked(jax.random.split(key, 3)[2], task, teacher, n_test,
+                               block_bytes=block_bytes)
+
+
+def amp_train_data(key: PRNGKey, task: TaskConfig, n_train: int, n_test: int, *,
+                   block_bytes: int = BLOCK_BYTES,
+                   exact_below_bytes: float = EXACT_BELOW_BYTES) -> tuple[Teacher, Data]:
+    """Teacher and training set of :func:`amp_task_data` alone (``n_test`` only decides, as
+    there, whether ``sample_task``'s own program draws them)."""
+    n_train = check_int("n_train", n_train, low=1)
+    if data_bytes(task, n_train + n_test) <= exact_below_bytes:
+        teacher, train, _ = _sample_task(key, task, n_train, max(1, n_test))
+        return teacher, train
+    kt, ktr, _ = jax.random.split(key, 3)
+    teacher = _teacher(kt, task)
+    return teacher, sample_data_blocked(ktr, task, teacher, n_train, block_bytes=block_bytes)
+
+
 def data_bytes(task: TaskConfig, n: int) -> float:
     """Bytes of one float32 ``X`` of ``n`` samples."""
     return float(n) * task.L_max * task.D * 4
 
 
-__all__ = ["amp_task_data", "data_bytes", "sample_data_blocked"]
+__all__ = ["amp_task_data", "amp_test_data", "amp_train_data", "data_bytes",
+           "sample_data_blocked"]

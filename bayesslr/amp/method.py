@@ -3,7 +3,9 @@
 The CLI verb ``bayesslr amp`` and the sweep runner both go through :func:`amp_cell` (via
 :func:`bayesslr.methods.run_cell`). Teacher, training data (``N = round(alpha D)``) and test
 data are the seed's (:func:`bayesslr.amp.data.amp_task_data`: ``sample_task``'s draws); the
-start's randomness comes from ``algorithm_key(key, "sampler")``. The error is the suite's one
+start's randomness comes from ``algorithm_key(key, "sampler")``. The test set is drawn after
+GAMP has run and the training ``X`` is freed (its own key: the same numbers as drawing it
+first), so only one ``X`` is ever in memory. The error is the suite's one
 measurement (:func:`bayesslr.metrics.test_errors`) of GAMP's posterior-mean predictor
 (:func:`bayesslr.amp.gamp.gamp_predict`) on the fresh test set, with the oracle on the same set.
 """
@@ -17,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from bayesslr.amp.data import BLOCK_BYTES, EXACT_BELOW_BYTES, amp_task_data
+from bayesslr.amp.data import BLOCK_BYTES, EXACT_BELOW_BYTES, amp_test_data, amp_train_data
 from bayesslr.amp.gamp import GampOptions, gamp, gamp_predict
 from bayesslr.methods import Cell, PlotStyle, Resources, common, outputs, register
 from bayesslr.metrics import test_errors
@@ -38,19 +40,21 @@ def _sizes(cell: Cell) -> tuple[int, int, int]:
 
 
 def _memory(cell: Cell, opts: Mapping[str, Any]) -> Resources:
-    """Training and test ``X`` (float32), plus the draw's block (or ``sample_task``'s ~6x
-    peak for small draws), GAMP's per-token arrays and the channel's quadrature blocks."""
+    """The larger of the training and test ``X`` (float32; the test set is drawn once the
+    training ``X`` is freed), plus the draw's block (or ``sample_task``'s ~6x peak of both
+    for small draws), GAMP's per-token arrays and the channel's quadrature blocks."""
     D, N, L = _sizes(cell)
     n_test = opts["n_test"]
-    x = 4.0 * L * D * (N + n_test)
-    draw = 5.0 * x if x <= EXACT_BELOW_BYTES else BLOCK_BYTES * 6.0
+    both = 4.0 * L * D * (N + n_test)
+    x = 4.0 * L * D * max(N, n_test)
+    draw = 5.0 * both if both <= EXACT_BELOW_BYTES else BLOCK_BYTES * 6.0
     tokens = (N + n_test) * L * 4 * 24  # fields, g, derivatives, masks, predictions
     quad = 0.0
     if cell.variant == "max" and math.isfinite(float(cell.nu)):
         quad = 4096 * L * (2 * L) * 110 * 4 * 12  # one block of the Gumbel-max rule's HVPs
     runtime = 0.5 * 2**30  # XLA, compiled programs
     return Resources(x + draw + tokens + quad + runtime,
-                     f"train + test X (N={N}, n_test={n_test}) x L={L} x D={D} float32",
+                     f"training or test X (N={N}, n_test={n_test}) x L={L} x D={D} float32",
                      "D, alpha or n_test")
 
 
@@ -107,12 +111,15 @@ def amp_cell(cell: Cell, opts: Mapping[str, Any]) -> dict[str, Any]:
     task = cell.task()
     N = cell.n_train()
     key = seed_key(cell.seed)
-    teacher, train, test = amp_task_data(key, task, N, opts["n_test"])
+    teacher, train = amp_train_data(key, task, N, opts["n_test"])
     train.X.block_until_ready()
     data_s = time.perf_counter() - t0
     gopt = GampOptions.from_options(opts)
     res = gamp(algorithm_key(key, "sampler"), task, train, gopt, teacher=teacher)
-    del train  # one X at a time: the test set's predictions come next
+    del train  # one X at a time: the test set (its own key) is drawn after
+    t1 = time.perf_counter()
+    test = amp_test_data(key, task, teacher, N, opts["n_test"])
+    data_s += time.perf_counter() - t1
     y_hat = gamp_predict(task, res, test.X, test.mask, gopt)
     err = test_errors(task, teacher, test, y_hat)
     out: dict[str, Any] = {
