@@ -39,12 +39,13 @@ def prior_precision(task: TaskConfig, n_train: int) -> tuple[float, float]:
 
 
 def output_functions(st, quad, y: Array, omega_k: Array, omega_v: Array, V_k: Array,
-                     V_v: Array, mask: Array, length: Array
+                     V_v: Array, mask: Array, length: Array, derivatives: bool = True
                      ) -> tuple[Array, Array, Array, Array]:
     """``g_k, g_v`` and ``dg_k, dg_v`` (each ``(n, L_max)``, zero where masked).
 
     ``g_{a,l} = d log Z_out / d omega_{a,l}`` and ``dg_{a,l} = d g_{a,l} / d omega_{a,l}``
-    (the diagonal of the per-sample Hessian that GAMP's Onsager coefficient sums).
+    (the diagonal of the per-sample Hessian that GAMP's Onsager coefficient sums; zeros when
+    ``derivatives`` is False, which skips the ``2 L`` Hessian-vector products).
     """
     omega_k = jnp.where(mask, omega_k, 0.0)
     omega_v = jnp.where(mask, omega_v, 0.0)
@@ -54,6 +55,9 @@ def output_functions(st, quad, y: Array, omega_k: Array, omega_v: Array, V_k: Ar
 
     grad = jax.grad(total, argnums=(0, 1))
     g_k, g_v = grad(omega_k, omega_v)
+    z = jnp.zeros_like(g_k)
+    if not derivatives:
+        return jnp.where(mask, g_k, z), jnp.where(mask, g_v, z), z, z
     L = omega_k.shape[1]
     eye = jnp.eye(L, dtype=omega_k.dtype)
     zero = jnp.zeros((L, *omega_k.shape), omega_k.dtype)
@@ -68,19 +72,19 @@ def output_functions(st, quad, y: Array, omega_k: Array, omega_v: Array, V_k: Ar
     idx = jnp.arange(L)
     dg_k = hk[idx, :, idx].T  # d g_{k,l} / d omega_{k,l}
     dg_v = hv[L + idx, :, idx].T
-    z = jnp.zeros_like(g_k)
     return (jnp.where(mask, g_k, z), jnp.where(mask, g_v, z), jnp.where(mask, dg_k, z),
             jnp.where(mask, dg_v, z))
 
 
 def output_functions_blocked(st, quad, y: Array, omega_k: Array, omega_v: Array, V_k: Array,
-                             V_v: Array, mask: Array, length: Array, *, block: int = 4096
-                             ) -> tuple[Array, Array, Array, Array]:
+                             V_v: Array, mask: Array, length: Array, *, block: int = 4096,
+                             derivatives: bool = True) -> tuple[Array, Array, Array, Array]:
     """:func:`output_functions` over blocks of ``block`` samples (``lax.map``): the memory of
     the quadratures stays ``O(block)`` however many samples there are."""
     n, L = omega_k.shape
     if n <= block:
-        return output_functions(st, quad, y, omega_k, omega_v, V_k, V_v, mask, length)
+        return output_functions(st, quad, y, omega_k, omega_v, V_k, V_v, mask, length,
+                                derivatives)
     pad = (-n) % block
     padded = [jnp.concatenate([a, jnp.zeros((pad, *a.shape[1:]), a.dtype)])
               for a in (y, omega_k, omega_v, mask, length)]
@@ -88,7 +92,8 @@ def output_functions_blocked(st, quad, y: Array, omega_k: Array, omega_v: Array,
 
     def one(args):
         yb, okb, ovb, mb, lb = args
-        return output_functions(st, quad, yb, okb, ovb, V_k, V_v, mb, jnp.maximum(lb, 1))
+        return output_functions(st, quad, yb, okb, ovb, V_k, V_v, mb, jnp.maximum(lb, 1),
+                                derivatives)
 
     out = jax.lax.map(one, tuple(blocks))
     return tuple(o.reshape(-1, L)[:n] for o in out)

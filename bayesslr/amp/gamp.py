@@ -49,6 +49,7 @@ from bayesslr.theory.bayes import (
 )
 
 GAMP_STARTS: tuple[str, ...] = ("uninformed", "informed")
+VARIANCES: tuple[str, ...] = ("auto", "derivative", "nishimori")
 
 
 @dataclass(frozen=True)
@@ -82,9 +83,15 @@ class GampOptions(Validated):
         2-cycle of it.
     max_damping : float
         Cap of the adaptive damping.
-    variance : {"derivative", "nishimori"}
+    variance : {"auto", "derivative", "nishimori"}
         Onsager coefficient ``A``: ``-(1/D) sum dg/domega`` (GAMP proper) or its
-        Nishimori-line value ``(1/D) sum |g|^2`` (minus the spiked prior's ``nu N / D``).
+        Nishimori-line value ``(1/D) sum |g|^2`` (minus the spiked prior's ``nu N / D``); the
+        same state evolution. ``nishimori`` needs no second derivatives: for the max variant
+        at finite ``nu`` (the Gumbel-max channel) an iteration is 6 times cheaper (measured
+        at ``D = 1000``, ``nu = 3``: 0.37 against 2.38 s, overlaps within 0.03 of each other
+        over 12 iterations; ``docs/amp.md``). Elsewhere the channel is cheap and there is no
+        gain. ``auto``: ``nishimori`` for the max variant at finite ``nu``, ``derivative``
+        otherwise.
     m_clip : float
         Floor of the variances ``c_a`` (and ``1 - m0`` of the informed start).
     max_seconds : float
@@ -109,8 +116,9 @@ class GampOptions(Validated):
     adaptive_damping: bool = option(True, doc="damp (0.5, then more) once the fixed-point "
                                               "residual grows")
     max_damping: float = option(0.9, low=0.0, high=0.99, doc="cap of the adaptive damping")
-    variance: str = option("derivative", choices=("derivative", "nishimori"),
-                           doc="Onsager coefficient: -mean dg/domega, or mean |g|^2")
+    variance: str = option("auto", choices=VARIANCES,
+                           doc="Onsager coefficient: -mean dg/domega (derivative), mean |g|^2 "
+                               "(nishimori), or auto (nishimori for max at finite nu only)")
     m_clip: float = option(1e-6, low=0.0, high=0.5, low_open=True,
                            doc="floor of the posterior variances c_k, c_v")
     max_seconds: float = option(3600.0, low=0.0, low_open=True,
@@ -182,6 +190,8 @@ class GampResult:
     damped_from : int
         First iteration run with damping (0: none; the iterations before it are plain GAMP,
         whose overlaps the state evolution describes one step at a time).
+    variance : str
+        Onsager form used (``derivative`` or ``nishimori``).
     precision_floor_hits : int
         Iterations where ``lam_a + A_a`` was floored at 1.
     variance_clipped : bool
@@ -213,6 +223,7 @@ class GampResult:
     prior_precision: tuple[float, float]
     damping: float
     damped_from: int
+    variance: str
     precision_floor_hits: int
     variance_clipped: bool
     quadrature: str
@@ -224,9 +235,9 @@ class GampResult:
 # ----------------------------------------------------------------------------------------------
 # one iteration
 # ----------------------------------------------------------------------------------------------
-@partial(jax.jit, static_argnums=0)
+@partial(jax.jit, static_argnums=(0, 9))
 def _step(st, quad, X: Array, y: Array, mask: Array, length: Array, lam: Array,
-          damping: Array, c_floor: Array, nishimori: Array, state: GampState, T: Array):
+          damping: Array, c_floor: Array, nishimori: bool, state: GampState, T: Array):
     """One GAMP iteration (module docstring) and the overlaps of the new iterate with ``T``
     (``(D, 2)`` teacher columns ``(k*, v*)``, zeros when unknown)."""
     W, c, g_prev = state
@@ -236,12 +247,14 @@ def _step(st, quad, X: Array, y: Array, mask: Array, length: Array, lam: Array,
     P = (X2 @ W).reshape(n, L_max, 2) / sD  # pass 1
     omega = jnp.where(mask[..., None], P - c * g_prev, 0.0)
     g_k, g_v, dg_k, dg_v = output_functions_blocked(st, quad, y, omega[..., 0], omega[..., 1],
-                                                    c[0], c[1], mask, length)
+                                                    c[0], c[1], mask, length,
+                                                    derivatives=not nishimori)
     g = jnp.stack([g_k, g_v], axis=-1)
-    A = -jnp.stack([jnp.sum(dg_k), jnp.sum(dg_v)]) / D
     G2 = jnp.stack([jnp.sum(g_k**2), jnp.sum(g_v**2)]) / D
-    # Nishimori form: alpha E|g|^2 (minus the spiked prior's alpha nu, which -dg_k lacks)
-    A = jnp.where(nishimori, G2 - (lam - 1.0), A)
+    if nishimori:  # alpha E|g|^2, minus the spiked prior's alpha nu (which -dg_k lacks)
+        A = G2 - (lam - 1.0)
+    else:
+        A = -jnp.stack([jnp.sum(dg_k), jnp.sum(dg_v)]) / D
     g = damping * g_prev + (1.0 - damping) * g
     Bx = g.reshape(n * L_max, 2).T @ X2 / sD  # pass 2 (as g^T X: XLA's fast layout)
     B = Bx.T + A * W
@@ -262,6 +275,14 @@ def _step(st, quad, X: Array, y: Array, mask: Array, length: Array, lam: Array,
             "floored": jnp.any(floored),
             "finite": jnp.all(jnp.isfinite(W_new)) & jnp.all(jnp.isfinite(g))}
     return GampState(W_new, c_new, g), diag
+
+
+def resolve_variance(task: TaskConfig, variance: str) -> str:
+    """The Onsager form :class:`GampOptions` ``variance`` stands for on ``task``."""
+    if variance != "auto":
+        return variance
+    finite_max = task.variant == "max" and math.isfinite(task.nu)
+    return "nishimori" if finite_max else "derivative"
 
 
 def initial_state(key: PRNGKey, init: str, D: int, n: int, L_max: int, teacher: Teacher | None,
@@ -335,7 +356,8 @@ def gamp(key: PRNGKey, task: TaskConfig, data: Data, options: GampOptions | None
     state = initial_state(key, opt.init, D, n, L_max, teacher, opt.m_clip, dtype)
     lam = jnp.asarray([lam_k, lam_v], dtype)
     c_floor = jnp.asarray(opt.m_clip, dtype)
-    nishimori = jnp.asarray(opt.variance == "nishimori")
+    variance = resolve_variance(task, opt.variance)
+    nishimori = variance == "nishimori"
 
     W0 = np.asarray(state.W, np.float64)
     T0 = np.asarray(T, np.float64)
@@ -412,6 +434,7 @@ def gamp(key: PRNGKey, task: TaskConfig, data: Data, options: GampOptions | None
         c_k=float(state.c[0]), c_v=float(state.c[1]),
         trajectory={k: tuple(float(x) for x in v) for k, v in traj.items()},
         prior_precision=(lam_k, lam_v), damping=beta, damped_from=damped_from,
+        variance=variance,
         precision_floor_hits=floor_hits,
         variance_clipped=bool(np.any(np.asarray(state.c) <= opt.m_clip * (1 + 1e-6))),
         quadrature=quadrature_label(task, opt.theory_options()),
