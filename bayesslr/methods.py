@@ -345,6 +345,7 @@ FAMILY_MODULES: dict[str, str] = {
     "theory_erm": "bayesslr.theory.method",
     "theory_bayes": "bayesslr.theory.method",
     "amp": "bayesslr.amp.method",
+    "inference": "bayesslr.inference.method",
 }
 
 

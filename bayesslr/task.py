@@ -105,6 +105,11 @@ def _range_text(low, high, low_open, allow_inf) -> str:
 # --------------------------------------------------------------------------------------------
 # length law
 # --------------------------------------------------------------------------------------------
+# how far from 1 the weights of a length law may sum (absorbs the 6 significant digits that
+# ``LengthLaw.label`` keeps; anything further off is refused, never renormalised)
+PROB_SUM_TOL = 1e-5
+
+
 @dataclass(frozen=True)
 class LengthLaw:
     """Law of the sequence length ``L`` on a finite support.
@@ -129,41 +134,52 @@ class LengthLaw:
     probs: tuple[float, ...]
 
     @classmethod
-    def fixed(cls, L: Any) -> LengthLaw:
-        return cls((check_int("L", L, low=1),), (1.0,))
+    def fixed(cls, L: Any, *, name: str = "L") -> LengthLaw:
+        return cls((check_int(name, L, low=1),), (1.0,))
 
     @classmethod
-    def uniform(cls, values: Sequence[Any]) -> LengthLaw:
-        vals = [check_int("L_dist", v, low=1) for v in values]
+    def uniform(cls, values: Sequence[Any], *, name: str = "L_dist") -> LengthLaw:
+        vals = [check_int(name, v, low=1) for v in values]
         if not vals:
-            raise ConfigError("L_dist=[] is empty; allowed: a non-empty list of integers >= 1")
+            raise ConfigError(f"{name}=[] is empty; allowed: a non-empty list of integers >= 1")
         if len(set(vals)) != len(vals):
             raise ConfigError(
-                f"L_dist={vals} has repeated lengths; allowed: distinct integers >= 1")
+                f"{name}={vals} has repeated lengths; allowed: distinct integers >= 1")
         vals = sorted(vals)
         return cls(tuple(vals), tuple([1.0 / len(vals)] * len(vals)))
 
     @classmethod
-    def parse(cls, text: str) -> LengthLaw:
-        """Parse ``"3"`` (fixed), ``"1,2,3"`` (uniform) or ``"1:0.2,3:0.8"`` (weighted)."""
+    def parse(cls, text: str, *, name: str = "L_dist") -> LengthLaw:
+        """Parse ``"3"`` (fixed), ``"1,2,3"`` (uniform) or ``"1:0.2,3:0.8"`` (weighted).
+
+        ``name`` is the parameter named in error messages (``L`` or ``L_dist``). Weights must
+        be probabilities: each in ``(0, 1]``, summing to one within :data:`PROB_SUM_TOL`
+        (room for the six significant digits of :meth:`label`); they are never renormalised
+        silently.
+        """
         text = str(text).strip()
         if not text:
-            raise ConfigError("L_dist='' is empty; allowed: '3', '1,2,3' or '1:0.5,3:0.5'")
+            raise ConfigError(f"{name}='' is empty; allowed: '3', '1,2,3' or '1:0.5,3:0.5'")
         items = [t.strip() for t in text.split(",") if t.strip()]
         if all(":" in t for t in items):
             vals, ps = zip(*(t.split(":", 1) for t in items), strict=True)
-            vals = [check_int("L_dist", v, low=1) for v in vals]
-            ps = [check_real("L_dist probability", p, low=0.0, low_open=True) for p in ps]
+            vals = [check_int(name, v, low=1) for v in vals]
+            ps = [check_real(f"{name} probability", p, low=0.0, low_open=True, high=1.0)
+                  for p in ps]
             if len(set(vals)) != len(vals):
-                raise ConfigError(f"L_dist={text!r} repeats a length; allowed: distinct lengths")
-            tot = sum(ps)
+                raise ConfigError(f"{name}={text!r} repeats a length; allowed: distinct lengths")
+            tot = math.fsum(ps)
+            if abs(tot - 1.0) > PROB_SUM_TOL:
+                raise ConfigError(f"{name}={text!r} has probabilities summing to {tot:.6g}; "
+                                  f"allowed: probabilities summing to 1 (within "
+                                  f"{PROB_SUM_TOL:g})")
             order = np.argsort(vals)
             return cls(tuple(int(vals[i]) for i in order), tuple(ps[i] / tot for i in order))
         if any(":" in t for t in items):
-            raise ConfigError(f"L_dist={text!r} mixes weighted and plain lengths")
+            raise ConfigError(f"{name}={text!r} mixes weighted and plain lengths")
         if len(items) == 1:
-            return cls.fixed(items[0])
-        return cls.uniform(items)
+            return cls.fixed(items[0], name=name)
+        return cls.uniform(items, name=name)
 
     @property
     def L_max(self) -> int:
@@ -254,11 +270,11 @@ def make_task(variant: str = "spiked", L: Any = 3, nu: Any = 2.0, delta: Any = 0
         raise ConfigError(f"variant={variant!r} is unknown; allowed: one of {', '.join(VARIANTS)}")
     if L_dist is None:
         length = L if isinstance(L, LengthLaw) else (
-            LengthLaw.parse(L) if isinstance(L, str) else LengthLaw.fixed(L))
+            LengthLaw.parse(L, name="L") if isinstance(L, str) else LengthLaw.fixed(L))
     elif isinstance(L_dist, LengthLaw):
         length = L_dist
     elif isinstance(L_dist, str):
-        length = LengthLaw.parse(L_dist)
+        length = LengthLaw.parse(L_dist, name="L_dist")
     else:
         length = LengthLaw.uniform(list(L_dist))
     if isinstance(nu, str) and nu.strip().lower() in {"inf", "infinity", "+inf"}:

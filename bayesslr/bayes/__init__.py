@@ -2,6 +2,7 @@
 
 * :mod:`bayesslr.bayes.model`: NumPyro models (location marginalised; location enumerated);
 * :mod:`bayesslr.bayes.sampler`: NUTS driver, start strategies, diagnostics;
+* :mod:`bayesslr.bayes.warmup`: the NUTS transition and its gradient-based warm-up;
 * :mod:`bayesslr.bayes.predict`: posterior-mean predictions, test and oracle errors, overlaps;
 * :mod:`bayesslr.bayes.arviz_adapter`: the only module touching ArviZ;
 * :mod:`bayesslr.bayes.posterior`: the posterior of given data as one object (Python API);

@@ -1,8 +1,8 @@
 """``bayesslr erm``: regularised ERM of one attention activation by L-BFGS (docs/estimators.md).
 
 A one-cell sweep: the flags build a :class:`bayesslr.methods.Cell` for ``erm:<activation>``
-(options, ranges and defaults from its registry schema) and :func:`bayesslr.methods.run_cell`
-runs it, the code path of the sweep runner.
+(options, ranges and defaults from its registry schema), run by
+:func:`bayesslr.commands.common.run_one` as the sweep runner runs it.
 """
 
 from __future__ import annotations
@@ -22,11 +22,12 @@ from bayesslr.commands.common import (
     given,
     parse_float,
     parse_grid,
+    run_one,
     schema_option,
 )
 from bayesslr.erm.method import ERM_ACTIVATIONS
 from bayesslr.erm.protocol import parse_lam
-from bayesslr.methods import Cell, run_cell
+from bayesslr.methods import Cell
 from bayesslr.task import ConfigError, check_int
 
 
@@ -81,7 +82,7 @@ def erm(
                 seed=check_int("seed", seed, low=0),
                 options=given(seeds=seeds, init=init, restarts=restarts, lam_grid=grid,
                               n_test=n_test))
-    out = run_cell(cell)
+    out = run_one(cell)
     for key in ("lam_grid", "val_risk"):
         if key in out:
             out[key] = json.loads(out[key])

@@ -17,9 +17,10 @@ from bayesslr.commands.common import (
     cli_task,
     emit,
     given,
+    run_one,
     schema_option,
 )
-from bayesslr.methods import Cell, run_cell
+from bayesslr.methods import Cell
 from bayesslr.population import POPULATION_ACTIVATIONS
 from bayesslr.task import ConfigError, check_int
 
@@ -46,7 +47,7 @@ def population(
     cell = Cell(method=f"population:{activation}", variant=variant, L=task.length.label(),
                 nu=task.nu, delta=task.delta, seed=check_int("seed", seed, low=0),
                 options=given(samples=samples, mc_method=method))
-    out = run_cell(cell)
+    out = run_one(cell)
     rest = {k: v for k, v in out.items() if k != "test_error"}
     result = {"excess_risk": out["test_error"], **rest}
     result = {"variant": variant, "L": task.length.label(), "nu": task.nu, "delta": task.delta,

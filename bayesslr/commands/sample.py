@@ -2,7 +2,7 @@
 
 A one-cell sweep: the flags build a :class:`bayesslr.methods.Cell` of the family
 ``bayes_sampling`` (options, ranges and defaults from its registry schema) and
-:func:`bayesslr.methods.run_cell` runs it, the code path of ``bayesslr run``.
+:func:`bayesslr.commands.common.run_one` runs it as ``bayesslr run`` does.
 """
 
 from __future__ import annotations
@@ -17,9 +17,10 @@ from bayesslr.commands.common import (
     emit,
     given,
     parse_float,
+    run_one,
     schema_option,
 )
-from bayesslr.methods import Cell, run_cell
+from bayesslr.methods import Cell
 from bayesslr.task import check_int
 
 
@@ -67,7 +68,7 @@ def sample(
                       tempered_delta=tempered_delta, tempered_nu=tempered_nu,
                       target_accept=target_accept, model=model, idata=save_idata),
     )
-    out = run_cell(cell)
+    out = run_one(cell)
     result = {"variant": variant, "L": task.length.label(), "nu": task.nu, "delta": task.delta,
               "D": task.D, "alpha": alpha_v, "seed": cell.seed, **out}
     emit(result, as_json, title="bayes_sampling")

@@ -6,7 +6,7 @@ in-process or dask executors) and the same results file as ``bayesslr report`` r
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,8 @@ def _config(config: str | Path | Mapping[str, Any] | SweepConfig) -> SweepConfig
 
 def run(config: str | Path | Mapping[str, Any] | SweepConfig, out: str | Path, *,
         workers: int | None = None, scheduler: str | None = None, force: bool = False,
-        progress: bool = False) -> RunSummary:
+        progress: bool = False, keep_stale: bool = False,
+        log: Callable[[str], None] | None = print) -> RunSummary:
     """Run (or resume) a sweep into the directory ``out``.
 
     Parameters
@@ -45,6 +46,12 @@ def run(config: str | Path | Mapping[str, Any] | SweepConfig, out: str | Path, *
         Replace a different config stored in ``out`` (matching cells are kept).
     progress : bool
         Show the progress bar.
+    keep_stale : bool
+        Reuse stored cells computed by another code version of their method (default: they
+        are recomputed).
+    log : callable, optional
+        Receives one line per anomaly found when resuming (corrupt or stale cells);
+        ``None`` silences them.
 
     Returns
     -------
@@ -66,7 +73,7 @@ def run(config: str | Path | Mapping[str, Any] | SweepConfig, out: str | Path, *
     """
     cfg = _config(config)
     return run_sweep(cfg, out, make_executor(workers, scheduler), force=force,
-                     progress=progress)
+                     progress=progress, keep_stale=keep_stale, log=log)
 
 
 def load(path: str | Path) -> xr.DataTree:
