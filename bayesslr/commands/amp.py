@@ -1,10 +1,11 @@
 """``bayesslr amp``: GAMP on one task's data (spec section 8, ``docs/amp.md``).
 
 A one-cell sweep: the flags build a :class:`bayesslr.methods.Cell` of the family ``amp``
-(options, ranges and defaults from its registry schema) and :func:`bayesslr.methods.run_cell`
-runs it, the code path of ``bayesslr run``. The JSON holds ``test_error``, ``stderr``,
-``oracle_error``, the overlaps ``m_k, q_k, m_v, q_v``, ``iterations``, ``converged`` (with
-``reason``), ``runtime_s`` and the per-iteration overlaps ``trajectory_m_k`` ... as lists.
+(options, ranges and defaults from its registry schema) and
+:func:`bayesslr.commands.common.run_one` runs it as ``bayesslr run`` does. The JSON holds
+``test_error``, ``stderr``, ``oracle_error``, the overlaps ``m_k, q_k, m_v, q_v``,
+``iterations``, ``converged`` (with ``reason``), ``runtime_s`` and the per-iteration overlaps
+``trajectory_m_k`` ... as lists.
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ from bayesslr.commands.common import (
     emit,
     given,
     parse_float,
+    run_one,
     schema_option,
 )
-from bayesslr.methods import Cell, run_cell
+from bayesslr.methods import Cell
 from bayesslr.task import check_int
 
 
@@ -69,7 +71,7 @@ def amp(
                       max_quadrature=max_quadrature, gumbel_per_sd=gumbel_per_sd,
                       n_test=n_test),
     )
-    out = run_cell(cell)
+    out = run_one(cell)
     result = {"variant": variant, "L": task.length.label(), "nu": task.nu, "delta": task.delta,
               "D": task.D, "alpha": alpha_v, "seed": cell.seed, **out}
     emit(result, as_json, title="amp")
