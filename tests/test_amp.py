@@ -15,6 +15,7 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pandas as pd
 import pytest
 from conftest import run_cli
 
@@ -248,6 +249,43 @@ def test_amp_cell_and_cli(capsys):
     assert rc == 2 and "needs about" in err and "lower D, alpha or n_test" in err
     with pytest.raises(ConfigError, match="init='warm' is unknown"):
         run_cell(Cell("amp", alpha=2.0, D=50, options={"init": "warm"}))
+
+
+def test_amp_on_the_inference_leaderboard(tmp_path):
+    """GAMP on the inference benchmark's quick task (spiked ``L = 3``, ``nu = 2``,
+    ``Delta = 0.01``, ``D = 50``, ``alpha = 5``, seed 0, its 4000 test inputs): the report
+    scores it against the stored Bayes-optimal reference (unpaired), shows its cost as
+    iterations and seconds (no gradient budget) and draws it in ``error_vs_cost``. GAMP is the
+    posterior mean up to finite-size error, so its excess over the reference must lie within
+    3 of its (unpaired) standard errors, the samplers' rule for reaching the reference."""
+    from bayesslr.report import inference as rep
+
+    cell = Cell("amp", variant="spiked", L="3", nu=2.0, delta=0.01, alpha=5.0, D=50, seed=0,
+                options={"n_test": 4000})
+    res = run_cell(cell)
+    rec = {"cell": json.loads(cell.to_json()), "status": "ok", "result": res}
+    df = rep.tidy([rec])
+    row = df.iloc[0]
+    assert row["algorithm"] == "amp" and row["reference_source"] == "nuts_long"
+    assert abs(row["excess_over_reference"]) <= 3 * row["excess_over_reference_stderr"]
+    assert bool(row["reaches_reference"])
+    assert row["run_s"] == pytest.approx(res["iterations"] * res["seconds_per_iteration"])
+    board = rep.leaderboard(pd.concat([df, _fake_sampler_row(df)], ignore_index=True))
+    amp_row = board[board["algorithm"] == "amp"].iloc[0]
+    assert amp_row["iterations"] == res["iterations"] and np.isnan(amp_row["grad_evals"])
+    fig = rep.error_vs_cost(pd.concat([df, _fake_sampler_row(df)], ignore_index=True))
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert any(t.startswith("GAMP (") for t in labels), labels
+
+
+def _fake_sampler_row(df):
+    """A sampler row on the same task (the leaderboard and figure need one with a budget);
+    its numbers do not enter the assertions."""
+    r = df.iloc[[0]].copy()
+    r["method"], r["algorithm"], r["start"], r["budget"] = ("inference:nuts-teacher-3e4",
+                                                            "nuts", "teacher", 3e4)
+    r["grad_evals"], r["iterations"], r["run_s"] = 3e4, np.nan, 1.0
+    return r
 
 
 def test_gamp_informed_start_needs_the_teacher_and_reports_a_blow_up():
