@@ -259,7 +259,7 @@ def test_bayes_max_argmax_curve():
 
 @pytest.mark.slow
 def test_bayes_max_finite_nu_curve_and_quadrature():
-    """Max-SLR at finite ``nu`` (tensor Gauss-Hermite on the softmax's difference space):
+    """Max-SLR at finite ``nu`` (the 1-d Gumbel-max integral, the default ``c_eps`` rule):
     the rule agrees with plain Monte Carlo on ``c_eps``, the curve decreases and stays at or
     above the population Bayes risk, and the recorded quadrature error is small at ``nu = 2``."""
     task = make_task("max", 3, 2.0, 0.1, 1)
@@ -284,7 +284,7 @@ def test_bayes_max_finite_nu_curve_and_quadrature():
     br = bayes_risk(task, samples=100_000)
     assert np.all(err > br.excess_risk - 4 * np.hypot(ses, br.stderr))
     assert all(p.best.quadrature_error < 2e-3 for p in pts)
-    assert "difference space" in pts[0].best.quadrature
+    assert "Gumbel-max" in pts[0].best.quadrature
 
 
 # ----------------------------------------------------------------------------------------------

@@ -38,6 +38,7 @@ from bayesslr.theory.bayes import (
     BayesCurvePoint,
     BayesTheoryOptions,
     bayes_curve,
+    state_evolution_trajectory,
 )
 from bayesslr.theory.erm import (
     ERM_ACTIVATIONS,
@@ -93,6 +94,11 @@ BAYES_SCHEMA = schema_of(BayesTheoryOptions, "theory_bayes", exclude=("seed",)) 
     Opt("branch", "best", "choice", choices=BRANCHES,
         doc="branch reported: best (larger free entropy), informed or uninformed"),
     PATH,
+    Opt("trajectory", 0, "int", low=0, high=10_000,
+        doc="also return this many undamped state-evolution iterates from trajectory_start "
+            "(the iteration GAMP follows) as lists trajectory_m_k, trajectory_m_v; 0: none"),
+    Opt("trajectory_start", "uninformed", "choice", choices=BAYES_STARTS,
+        doc="start of the returned trajectory (GAMP's init of the same name)"),
 )
 
 
@@ -327,6 +333,11 @@ def _bayes_batch(cells: list[Cell], opts_list: list[Mapping[str, Any]]) -> list[
     by_alpha = dict(zip(path, points, strict=True))
     outs = [_bayes_point(by_alpha[_on_path(c.alpha, path)], o["branch"], task.delta)
             for c, o in zip(cells, opts_list, strict=True)]
+    for c, o, out in zip(cells, opts_list, outs, strict=True):
+        if o["trajectory"] > 0:  # the iterates GAMP is compared with (docs/amp.md)
+            tr = state_evolution_trajectory(task, c.alpha, o["trajectory_start"],
+                                            o["trajectory"], opt)
+            out["trajectory_m_k"], out["trajectory_m_v"] = list(tr.m_k), list(tr.m_v)
     share = (time.perf_counter() - t0) / len(cells)
     for o in outs:
         o["runtime_s"] = share
@@ -345,7 +356,11 @@ def _bayes_batch(cells: list[Cell], opts_list: list[Mapping[str, Any]]) -> list[
               ("clipped", "an overlap sits at the clip 1 - m_clip", ""),
               ("quadrature_error", "test-error change against a coarser quadrature"),
               ("test_error_informed", "test error of the informed branch"),
-              ("test_error_uninformed", "test error of the uninformed branch")),
+              ("test_error_uninformed", "test error of the uninformed branch"),
+              ("trajectory_m_k", "state-evolution m_k per iteration from trajectory_start",
+               "1", None, "iteration"),
+              ("trajectory_m_v", "state-evolution m_v per iteration from trajectory_start",
+               "1", None, "iteration")),
           cost=_bayes_cost, memory=_bayes_memory, check=lambda c, o: _check_path(c, o),
           plot=PlotStyle(kind="line", label="Bayes-optimal (theory)", color="k"),
           version="2", dims=("variant", "L", "nu", "delta", "alpha"),
