@@ -346,7 +346,7 @@ def _bayes_batch(cells: list[Cell], opts_list: list[Mapping[str, Any]]) -> list[
               ("test_error_uninformed", "test error of the uninformed branch")),
           cost=_bayes_cost, memory=_bayes_memory, check=lambda c, o: _check_path(c, o),
           plot=PlotStyle(kind="line", label="Bayes-optimal (theory)", color="k"),
-          version="2", dims=("variant", "L", "nu", "delta", "alpha"),
+          version="3", dims=("variant", "L", "nu", "delta", "alpha"),
           batch=_bayes_batch, batch_key=_path_key)
 def theory_bayes_cell(cell: Cell, opts: Mapping[str, Any]) -> dict[str, Any]:
     """One ``alpha`` of the state evolution from both starts (options :data:`BAYES_SCHEMA`);
