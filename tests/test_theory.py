@@ -373,19 +373,40 @@ def test_registry_theory_bayes_cell():
 
 
 def test_optimal_lambda_search_finds_the_minimum(monkeypatch):
-    """The grid + bounded search logic of lam_opt on a known objective (no channel needed)."""
-    from types import SimpleNamespace
+    """The grid + parabolic search logic of lam_opt on known objectives (no channel needed):
+    a parabola in ``log10 lam`` is found in one evaluation past the grid, a non-parabolic
+    minimum within the stopping tolerance; every solve is warm-started from the nearest one;
+    the reported point counts the search's work."""
+    import dataclasses as dc
 
     import bayesslr.theory.lam_opt as lo
+    from bayesslr.theory.erm import ErmTheoryResult
+
+    template = ErmTheoryResult(**{
+        **{f.name: 1.0 for f in dc.fields(ErmTheoryResult)}, "activation": "softmax",
+        "start": "informed", "order_stderr": {}, "converged": True, "iterations": 5,
+        "reason": "converged", "history": (), "samples": 100, "seed": 0, "vh_form": "stein",
+        "update_calls": 4, "exact_calls": 1})
+    objective = {"f": lambda t: 0.3 + (t + 1.3) ** 2}
+    starts = []
 
     def fake_solve(task, activation, alpha, lam_k, lam_v, options, *, start, x0=None):
-        return SimpleNamespace(converged=True, x=np.array([lam_k]), lam_k=lam_k,
-                               test_error=0.3 + (math.log10(lam_k) + 1.3) ** 2)
+        starts.append((lam_k, None if x0 is None else float(x0[0])))
+        return dc.replace(template, lam_k=lam_k, lam_v=lam_v, m_k=lam_k,
+                          test_error=objective["f"](math.log10(lam_k)))
 
     monkeypatch.setattr(lo, "solve_erm", fake_solve)
-    r = lo.optimal_lambda(SPIKED, "softmax", 2.0, lam_grid=(10, 1, 0.1, 0.01, 0.001),
-                          refine_iter=12)
-    assert abs(math.log10(r.lam) + 1.3) < 0.05 and not r.at_boundary
-    assert r.test_error == pytest.approx(0.3, abs=3e-3)
+    monkeypatch.setattr(lo, "with_channel_error", lambda task, r, opt: r)
+    grid = (10, 1, 0.1, 0.01, 0.001)
+    r = lo.optimal_lambda(SPIKED, "softmax", 2.0, lam_grid=grid, refine_iter=12)
+    assert abs(math.log10(r.lam) + 1.3) < 1e-9 and not r.at_boundary
+    assert r.test_error == pytest.approx(0.3, abs=1e-12)
+    assert len(r.solves) == len(grid) + 1  # the vertex, then the stopping rule
+    assert r.result.iterations == 5 * len(r.solves) and r.result.update_calls == 4 * len(r.solves)
+    # each solve starts from the nearest lam solved before it (the first cold)
+    assert starts[0] == (10, None) and starts[1] == (1, 10.0) and starts[-1][1] == 0.1
+    objective["f"] = lambda t: 0.3 + abs(t + 1.3) ** 1.5  # not a parabola
+    r = lo.optimal_lambda(SPIKED, "softmax", 2.0, lam_grid=grid, refine_iter=12)
+    assert abs(math.log10(r.lam) + 1.3) < 0.1 and len(r.solves) <= len(grid) + 12
     edge = lo.optimal_lambda(SPIKED, "softmax", 2.0, lam_grid=(10, 1), refine_iter=0)
     assert edge.lam == 1 and edge.at_boundary
