@@ -1,17 +1,77 @@
 """bayesslr: reference benchmark suite for single-location regression (SLR).
 
-Duranthon, Marion, Boyer, Loureiro, Zdeborova, "Statistical Advantage of Softmax Attention:
-Insights from Single-Location Regression", arXiv 2509.21936. The mathematics implemented here is
-written down in ``shared/spec/slr.md``; module docstrings cite its sections.
+Duranthon, Marion, Boyer, Loureiro, Zdeborová, "Statistical Advantage of Softmax Attention:
+Insights from Single-Location Regression", arXiv 2509.21936. The model, its conventions, each
+estimator and the theory's equations are written down in ``docs/`` (``docs/model.md`` first).
 
-Importing the package configures JAX once (see :mod:`bayesslr.jaxconfig`): host devices for
-parallel chains (only if JAX has not been imported yet) and the persistent compilation cache.
+The public API, one name per task (each documented with a runnable example):
+
+* the task: :func:`make_task`, :func:`sample_task` (one key -> teacher, train, test),
+  :func:`as_data` (a user's own arrays), :func:`seed_key`;
+* the population level: :func:`bayes_risk`, :func:`best_excess_risk`, :func:`excess_risk`;
+* ERM on given data, batched over ``lam``: :func:`fit_erm`;
+* the Bayes-optimal estimator by NUTS on given data: :func:`sample_posterior` (returns a
+  :class:`Posterior` with the ArviZ ``InferenceData``, diagnostics, overlaps and a
+  posterior-mean ``predict``);
+* scoring any predictor on fresh test data: :func:`test_errors`;
+* theory curves over ``alpha`` as xarray: :func:`replica_curve` (ERM),
+  :func:`state_evolution` (Bayes-optimal);
+* sweeps: :func:`run` (a preset, a TOML file or a dict), :func:`load` (a results directory);
+  single cells: :func:`run_cell` with :class:`Cell`; every family's options and outputs:
+  :func:`families`;
+* JAX set-up, explicit: :func:`configure_jax` (the ``bayesslr`` command calls it; importing
+  the package changes no environment variable and no JAX setting).
+
+Names are loaded on first use, so ``import bayesslr`` stays light.
 """
 
-from bayesslr.jaxconfig import configure as _configure
+from __future__ import annotations
 
-_configure()
+import importlib
+from typing import Any
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
-__all__ = ["__version__"]
+# public name -> module that defines it
+_API: dict[str, str] = {
+    "configure_jax": "bayesslr.jaxconfig",
+    "make_task": "bayesslr.task",
+    "sample_task": "bayesslr.task",
+    "as_data": "bayesslr.task",
+    "seed_key": "bayesslr.task",
+    "TaskConfig": "bayesslr.task",
+    "LengthLaw": "bayesslr.task",
+    "Teacher": "bayesslr.task",
+    "Data": "bayesslr.task",
+    "ConfigError": "bayesslr.task",
+    "bayes_risk": "bayesslr.population",
+    "best_excess_risk": "bayesslr.population",
+    "excess_risk": "bayesslr.population",
+    "fit_erm": "bayesslr.erm.protocol",
+    "ERMFit": "bayesslr.erm.protocol",
+    "sample_posterior": "bayesslr.bayes.posterior",
+    "Posterior": "bayesslr.bayes.posterior",
+    "test_errors": "bayesslr.metrics",
+    "replica_curve": "bayesslr.theory.curves",
+    "state_evolution": "bayesslr.theory.curves",
+    "run": "bayesslr.sweep.api",
+    "load": "bayesslr.sweep.api",
+    "run_cell": "bayesslr.methods",
+    "Cell": "bayesslr.methods",
+    "families": "bayesslr.methods",
+}
+
+__all__ = ["__version__", *_API]
+
+
+def __getattr__(name: str) -> Any:
+    module = _API.get(name)
+    if module is None:
+        raise AttributeError(f"module 'bayesslr' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

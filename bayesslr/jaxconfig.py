@@ -1,27 +1,59 @@
-"""JAX set-up and type aliases, in one place.
+"""JAX set-up as an explicit call, and the array type aliases, in one place.
 
-* Host devices: NUTS chains run with ``chain_method="parallel"`` need one XLA host device per
-  chain, which can only be requested *before* JAX starts. :func:`configure` adds
-  ``--xla_force_host_platform_device_count`` to ``XLA_FLAGS`` when JAX is not yet imported and
-  the user did not set it (``BAYESSLR_HOST_DEVICES`` overrides the count, ``0`` disables).
-* Persistent compilation cache: JAX compiles dominate small runs. The cache directory is
-  ``$BAYESSLR_JAX_CACHE`` or ``~/.cache/bayesslr/jax`` (set ``BAYESSLR_JAX_CACHE=off`` to disable).
+``import bayesslr`` changes no environment variable and no JAX setting. :func:`configure_jax`
+is what the ``bayesslr`` command calls first (and what a notebook or a script may call, like
+``numpyro.set_host_device_count``):
+
+* host devices: NUTS chains run with ``chain_method="parallel"`` need one XLA host device per
+  chain, which can only be requested before JAX starts its CPU backend (the first computation);
+  ``host_devices`` (default ``$BAYESSLR_HOST_DEVICES``, else the number of cores) sets
+  ``jax_num_cpu_devices`` then, and is skipped (reported) once the backend is running;
+* persistent compilation cache: JAX compiles dominate small runs; the cache directory is
+  ``cache_dir``, default ``$BAYESSLR_JAX_CACHE`` or ``~/.cache/bayesslr/jax``
+  (``BAYESSLR_JAX_CACHE=off`` or ``cache_dir=None`` disables it).
 """
 
 from __future__ import annotations
 
 import os
-import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeAlias
+from typing import TypeAlias
 
-Array: TypeAlias = Any  # a jax.Array; kept loose so numpy arrays are accepted too
-PRNGKey: TypeAlias = Any  # a jax.random key (typed or raw uint32[2])
+import jax
+import numpy as np
 
-_CONFIGURED = False
+# an array argument: a jax.Array, or anything jax.numpy converts (numpy arrays, scalars)
+Array: TypeAlias = jax.Array | np.ndarray
+# a PRNG key: a typed key (jax.random.key) or a raw uint32[2] key (jax.random.PRNGKey)
+PRNGKey: TypeAlias = jax.Array
+
+_OFF = {"", "0", "off", "none", "false"}
+_DEFAULT = object()
 
 
-def _host_device_count() -> int:
+@dataclass(frozen=True)
+class JaxSetup:
+    """What :func:`configure_jax` did.
+
+    Attributes
+    ----------
+    host_devices : int or None
+        CPU devices requested (None: not requested, the backend was already running or the
+        count was 1).
+    cache_dir : Path or None
+        Persistent compilation cache directory (None: disabled or not writable).
+    note : str
+        Why a request was skipped, or ``""``.
+    """
+
+    host_devices: int | None
+    cache_dir: Path | None
+    note: str = ""
+
+
+def default_host_devices() -> int:
+    """``$BAYESSLR_HOST_DEVICES`` (``0`` disables), else the number of cores."""
     env = os.environ.get("BAYESSLR_HOST_DEVICES")
     if env is not None:
         return max(int(env), 0)
@@ -29,36 +61,66 @@ def _host_device_count() -> int:
 
 
 def cache_dir() -> Path | None:
-    """Directory of JAX's persistent compilation cache, or ``None`` when disabled."""
+    """Default directory of JAX's persistent compilation cache, or ``None`` when disabled."""
     env = os.environ.get("BAYESSLR_JAX_CACHE")
-    if env is not None and env.strip().lower() in {"", "0", "off", "none", "false"}:
+    if env is not None and env.strip().lower() in _OFF:
         return None
     if env:
         return Path(env).expanduser()
     return Path.home() / ".cache" / "bayesslr" / "jax"
 
 
-def configure() -> None:
-    """Idempotent JAX configuration; called on ``import bayesslr``."""
-    global _CONFIGURED
-    if _CONFIGURED:
-        return
-    _CONFIGURED = True
-    if "jax" not in sys.modules:
-        flags = os.environ.get("XLA_FLAGS", "")
-        n = _host_device_count()
-        if n > 1 and "xla_force_host_platform_device_count" not in flags:
-            os.environ["XLA_FLAGS"] = (
-                f"{flags} --xla_force_host_platform_device_count={n}".strip()
-            )
-    import jax
+def _backend_running() -> bool:
+    from jax._src import xla_bridge
 
-    path = cache_dir()
+    return bool(getattr(xla_bridge, "_backends", None))
+
+
+def configure_jax(host_devices: int | None | object = _DEFAULT,
+                  cache: str | Path | None | object = _DEFAULT) -> JaxSetup:
+    """Set up JAX for bayesslr: host devices for parallel chains and the compilation cache.
+
+    Parameters
+    ----------
+    host_devices : int or None, optional
+        CPU devices to create (one per parallel NUTS chain); default
+        :func:`default_host_devices`; ``None`` or ``<= 1`` leaves JAX's default. Only possible
+        before the first JAX computation of the process.
+    cache : path or None, optional
+        Persistent compilation cache directory; default :func:`cache_dir`; ``None`` disables.
+
+    Returns
+    -------
+    JaxSetup
+        What was set (a request that came too late is reported in ``note``, not raised).
+
+    Examples
+    --------
+    >>> import bayesslr
+    >>> setup = bayesslr.configure_jax(host_devices=None, cache=None)
+    >>> setup.cache_dir is None
+    True
+    """
+    n = default_host_devices() if host_devices is _DEFAULT else host_devices
+    note = ""
+    devices = None
+    if n is not None and n > 1:
+        if "xla_force_host_platform_device_count" in os.environ.get("XLA_FLAGS", ""):
+            note = "host_devices left to the XLA_FLAGS of the environment"
+        elif _backend_running():
+            note = (f"host_devices={n} not applied: JAX's CPU backend is already running "
+                    f"({jax.local_device_count()} device(s))")
+        else:
+            jax.config.update("jax_num_cpu_devices", int(n))
+            devices = int(n)
+    path = cache_dir() if cache is _DEFAULT else (None if cache is None else Path(cache))
     if path is not None:
         try:
             path.mkdir(parents=True, exist_ok=True)
             jax.config.update("jax_compilation_cache_dir", str(path))
             jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
             jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-        except OSError:  # read-only home: run without the cache rather than fail
-            pass
+        except OSError as exc:  # read-only home: run without the cache rather than fail
+            note = (note + "; " if note else "") + f"no compilation cache ({exc.strerror})"
+            path = None
+    return JaxSetup(devices, path, note)

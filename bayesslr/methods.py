@@ -51,6 +51,13 @@ class Cell:
         Seed of teacher, data and algorithm randomness.
     options : dict
         Method options (e.g. ``draws``, ``warmup``, ``chains``, ``init``, ``samples``).
+
+    Examples
+    --------
+    >>> import bayesslr as bs
+    >>> cell = bs.Cell(method="erm:softmax", alpha=4.0, lam=0.1, sqrtND=1000)
+    >>> cell.family, cell.activation, cell.dimension(), cell.n_train()
+    ('erm', 'softmax', 500, 2000)
     """
 
     method: str
@@ -337,6 +344,7 @@ FAMILY_MODULES: dict[str, str] = {
     "bayes_sampling": "bayesslr.bayes.method",
     "theory_erm": "bayesslr.theory.method",
     "theory_bayes": "bayesslr.theory.method",
+    "inference": "bayesslr.inference.method",
 }
 
 
@@ -395,7 +403,15 @@ def registered(family: str) -> MethodSpec | None:
 
 
 def families() -> dict[str, MethodSpec]:
-    """Every registered family (the built-in ones are loaded first)."""
+    """Every registered family (the built-in ones are loaded first).
+
+    Examples
+    --------
+    >>> import bayesslr as bs
+    >>> spec = bs.families()["bayes_sampling"]
+    >>> spec.schema["draws"].default, spec.schema["draws"].allowed()
+    (500, 'integer >= 2 and <= 10000000')
+    """
     for family in FAMILY_MODULES:
         _load(family)
     return dict(sorted(_REGISTRY.items()))
@@ -463,7 +479,21 @@ def validate_cell(cell: Cell) -> dict[str, Any]:
 
 
 def run_cell(cell: Cell) -> dict[str, Scalar]:
-    """Validate ``cell`` (:func:`validate_cell`) and run it through its registered method."""
+    """Validate ``cell`` (:func:`validate_cell`) and run it through its registered method.
+
+    Examples
+    --------
+    >>> import bayesslr as bs
+    >>> out = bs.run_cell(bs.Cell(method="population:linear", variant="spiked", L="2", nu=5.0,
+    ...                           options={"samples": 20_000}))
+    >>> round(out["test_error"], 2)
+    0.22
+    >>> bs.run_cell(bs.Cell(method="population:linear", options={"sampels": 5}))
+    ... # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    bayesslr.task.ConfigError: options ['sampels'] are unknown to population; allowed: ...
+    """
     opts = validate_cell(cell)
     return get_method(cell.method).fn(cell, opts)
 

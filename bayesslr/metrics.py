@@ -95,5 +95,15 @@ def _score(task: TaskConfig, teacher: Teacher, test: Data, y_hat: Array) -> Test
 
 
 def test_errors(task: TaskConfig, teacher: Teacher, test: Data, y_hat: Array) -> TestErrors:
-    """Score the predictions ``y_hat`` ``(n,)`` on ``test`` (floats; module docstring)."""
+    """Score the predictions ``y_hat`` ``(n,)`` on ``test`` (floats; module docstring).
+
+    Examples
+    --------
+    >>> import jax, bayesslr as bs
+    >>> task = bs.make_task("spiked", L=3, nu=2.0, delta=0.01, D=50)
+    >>> teacher, _, test = bs.sample_task(jax.random.key(0), task, 0, 5000)
+    >>> zero = bs.test_errors(task, teacher, test, test.y * 0)  # the trivial predictor
+    >>> zero.test_error > zero.oracle_error, zero.excess_over_oracle > 0
+    (True, True)
+    """
     return TestErrors(*(float(np.asarray(x)) for x in _score(task, teacher, test, y_hat)))

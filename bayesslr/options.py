@@ -82,37 +82,37 @@ class Opt:
             raise ValueError(f"option {self.name!r}: kind {self.kind!r} is not one of {KINDS}")
 
     # ---- text ----------------------------------------------------------------------------
+    def _bounds(self, integer: bool) -> str:
+        parts = []
+        if self.low is not None:
+            parts.append(f">= {int(self.low)}" if integer
+                         else f"{'>' if self.low_open else '>='} {self.low:g}")
+        if self.high is not None:
+            parts.append(f"<= {int(self.high)}" if integer
+                         else f"{'<' if self.high_open else '<='} {self.high:g}")
+        return " and ".join(parts)
+
     def allowed(self) -> str:
         """The allowed values in words (what an error message says after ``allowed:``)."""
         if self.kind in ("int", "ints"):
-            parts = []
-            if self.low is not None:
-                parts.append(f">= {int(self.low)}")
-            if self.high is not None:
-                parts.append(f"<= {int(self.high)}")
-            text = "integer " + " and ".join(parts) if parts else "integer"
+            bounds = self._bounds(True)
+            text = f"integer {bounds}" if bounds else "integer"
         elif self.kind in ("real", "reals"):
-            parts = []
-            if self.low is not None:
-                parts.append(f"{'>' if self.low_open else '>='} {self.low:g}")
-            if self.high is not None:
-                parts.append(f"{'<' if self.high_open else '<='} {self.high:g}")
-            text = "real " + " and ".join(parts) if parts else "finite real"
-            if self.allow_inf:
-                text += " (inf allowed)"
-        elif self.kind == "bool":
-            text = "true or false"
-        elif self.kind in ("choice", "choices"):
-            text = "one of " + ", ".join(self.choices)
+            bounds = self._bounds(False)
+            text = (f"real {bounds}" if bounds else "finite real") + (
+                " (inf allowed)" if self.allow_inf else "")
         else:
-            text = "text"
+            text = {"bool": "true or false", "str": "text",
+                    "choice": "one of " + ", ".join(self.choices),
+                    "choices": f"one or more distinct of {', '.join(self.choices)} "
+                               "(comma-separated)"}[self.kind]
         if self.kind in ("reals", "ints"):
-            text = f"a list of {text}s (comma-separated or a list, at most {self.max_len})"
-        if self.kind == "choices":
-            text = f"one or more distinct of {', '.join(self.choices)} (comma-separated)"
-        if self.nullable:
-            text += ", or none"
-        return text
+            word = "integer" if self.kind == "ints" else "real"
+            bounds = self._bounds(self.kind == "ints")
+            each = f", each {bounds}" if bounds else ""
+            text = (f"a list of {word}s{each} (comma-separated or a list, at most "
+                    f"{self.max_len})")
+        return text + (", or none" if self.nullable else "")
 
     def _bad(self, value: Any, what: str = "is not allowed") -> ConfigError:
         return ConfigError(f"{self.name}={value!r} {what}; allowed: {self.allowed()}")
@@ -124,32 +124,30 @@ class Opt:
             if self.nullable:
                 return None
             raise self._bad(value, "is not set")
-        k = self.kind
-        if k == "int":
-            return self._int(value)
-        if k == "real":
-            return self._real(value)
-        if k == "bool":
-            return self._bool(value)
-        if k == "choice":
-            text = str(value).strip() if isinstance(value, str) else value
-            if text not in self.choices:
-                raise self._bad(value, "is unknown")
-            return text
-        if k == "str":
-            if not isinstance(value, str):
-                raise self._bad(value, "is not text")
-            return value
+        one = {"int": self._int, "real": self._real, "bool": self._bool,
+               "choice": self._choice, "str": self._str}
+        if self.kind in one:
+            return one[self.kind](value)
         items = self._items(value)
-        if k == "reals":
+        if self.kind == "reals":
             return tuple(self._real(v) for v in items)
-        if k == "ints":
+        if self.kind == "ints":
             return tuple(self._int(v) for v in items)
-        # choices
-        out = tuple(str(v).strip() for v in items)
-        if not out or any(v not in self.choices for v in out) or len(set(out)) != len(out):
+        out = tuple(str(v).strip() for v in items)  # choices
+        if any(v not in self.choices for v in out) or len(set(out)) != len(out):
             raise self._bad(value)
         return out
+
+    def _choice(self, value: Any) -> str:
+        text = str(value).strip() if isinstance(value, str) else value
+        if text not in self.choices:
+            raise self._bad(value, "is unknown")
+        return text
+
+    def _str(self, value: Any) -> str:
+        if not isinstance(value, str):
+            raise self._bad(value, "is not text")
+        return value
 
     def _items(self, value: Any) -> list[Any]:
         if isinstance(value, str):
@@ -170,7 +168,8 @@ class Opt:
                              low=None if self.low is None else int(math.ceil(self.low)),
                              high=None if self.high is None else int(math.floor(self.high)))
         except ConfigError:
-            raise self._bad(value, "is not allowed" if _is_number(value)
+            integral = _is_number(value) and float(value) == int(float(value))
+            raise self._bad(value, "is out of range" if integral
                             else "is not an integer") from None
 
     def _real(self, value: Any) -> float:

@@ -31,7 +31,17 @@ VARIANTS: tuple[str, ...] = ("spiked", "max")
 
 
 class ConfigError(ValueError):
-    """Invalid user input; the message names the parameter, the value and the allowed range."""
+    """Invalid user input; the message names the parameter, the value and the allowed range.
+
+    Examples
+    --------
+    >>> import bayesslr as bs
+    >>> try:
+    ...     bs.make_task("spiked", nu=-1)
+    ... except bs.ConfigError as exc:
+    ...     print(exc)
+    nu=-1 is out of range; allowed: real >= 0
+    """
 
 
 # --------------------------------------------------------------------------------------------
@@ -95,6 +105,11 @@ def _range_text(low, high, low_open, allow_inf) -> str:
 # --------------------------------------------------------------------------------------------
 # length law
 # --------------------------------------------------------------------------------------------
+# how far from 1 the weights of a length law may sum (absorbs the 6 significant digits that
+# ``LengthLaw.label`` keeps; anything further off is refused, never renormalised)
+PROB_SUM_TOL = 1e-5
+
+
 @dataclass(frozen=True)
 class LengthLaw:
     """Law of the sequence length ``L`` on a finite support.
@@ -105,47 +120,66 @@ class LengthLaw:
         Support, strictly increasing, each ``>= 1``.
     probs : tuple of float
         Probabilities, positive, summing to one.
+
+    Examples
+    --------
+    >>> from bayesslr import LengthLaw
+    >>> LengthLaw.parse("1,2,3").probs
+    (0.3333333333333333, 0.3333333333333333, 0.3333333333333333)
+    >>> LengthLaw.parse("1:0.25,3:0.75").label()
+    '1:0.25,3:0.75'
     """
 
     values: tuple[int, ...]
     probs: tuple[float, ...]
 
     @classmethod
-    def fixed(cls, L: Any) -> LengthLaw:
-        return cls((check_int("L", L, low=1),), (1.0,))
+    def fixed(cls, L: Any, *, name: str = "L") -> LengthLaw:
+        return cls((check_int(name, L, low=1),), (1.0,))
 
     @classmethod
-    def uniform(cls, values: Sequence[Any]) -> LengthLaw:
-        vals = [check_int("L_dist", v, low=1) for v in values]
+    def uniform(cls, values: Sequence[Any], *, name: str = "L_dist") -> LengthLaw:
+        vals = [check_int(name, v, low=1) for v in values]
         if not vals:
-            raise ConfigError("L_dist=[] is empty; allowed: a non-empty list of integers >= 1")
+            raise ConfigError(f"{name}=[] is empty; allowed: a non-empty list of integers >= 1")
         if len(set(vals)) != len(vals):
             raise ConfigError(
-                f"L_dist={vals} has repeated lengths; allowed: distinct integers >= 1")
+                f"{name}={vals} has repeated lengths; allowed: distinct integers >= 1")
         vals = sorted(vals)
         return cls(tuple(vals), tuple([1.0 / len(vals)] * len(vals)))
 
     @classmethod
-    def parse(cls, text: str) -> LengthLaw:
-        """Parse ``"3"`` (fixed), ``"1,2,3"`` (uniform) or ``"1:0.2,3:0.8"`` (weighted)."""
+    def parse(cls, text: str, *, name: str = "L_dist") -> LengthLaw:
+        """Parse ``"3"`` (fixed), ``"1,2,3"`` (uniform) or ``"1:0.2,3:0.8"`` (weighted).
+
+        ``name`` is the parameter named in error messages (``L`` or ``L_dist``). Weights must
+        be probabilities: each in ``(0, 1]``, summing to one within :data:`PROB_SUM_TOL`
+        (room for the six significant digits of :meth:`label`); they are never renormalised
+        silently.
+        """
         text = str(text).strip()
         if not text:
-            raise ConfigError("L_dist='' is empty; allowed: '3', '1,2,3' or '1:0.5,3:0.5'")
+            raise ConfigError(f"{name}='' is empty; allowed: '3', '1,2,3' or '1:0.5,3:0.5'")
         items = [t.strip() for t in text.split(",") if t.strip()]
         if all(":" in t for t in items):
             vals, ps = zip(*(t.split(":", 1) for t in items), strict=True)
-            vals = [check_int("L_dist", v, low=1) for v in vals]
-            ps = [check_real("L_dist probability", p, low=0.0, low_open=True) for p in ps]
+            vals = [check_int(name, v, low=1) for v in vals]
+            ps = [check_real(f"{name} probability", p, low=0.0, low_open=True, high=1.0)
+                  for p in ps]
             if len(set(vals)) != len(vals):
-                raise ConfigError(f"L_dist={text!r} repeats a length; allowed: distinct lengths")
-            tot = sum(ps)
+                raise ConfigError(f"{name}={text!r} repeats a length; allowed: distinct lengths")
+            tot = math.fsum(ps)
+            if abs(tot - 1.0) > PROB_SUM_TOL:
+                raise ConfigError(f"{name}={text!r} has probabilities summing to {tot:.6g}; "
+                                  f"allowed: probabilities summing to 1 (within "
+                                  f"{PROB_SUM_TOL:g})")
             order = np.argsort(vals)
             return cls(tuple(int(vals[i]) for i in order), tuple(ps[i] / tot for i in order))
         if any(":" in t for t in items):
-            raise ConfigError(f"L_dist={text!r} mixes weighted and plain lengths")
+            raise ConfigError(f"{name}={text!r} mixes weighted and plain lengths")
         if len(items) == 1:
-            return cls.fixed(items[0])
-        return cls.uniform(items)
+            return cls.fixed(items[0], name=name)
+        return cls.uniform(items, name=name)
 
     @property
     def L_max(self) -> int:
@@ -185,6 +219,13 @@ class TaskConfig:
         Token dimension, ``>= 1``.
     orthogonal_v : bool
         Orthogonalise the teacher ``v*`` against ``k*``.
+
+    Examples
+    --------
+    >>> import bayesslr as bs
+    >>> task = bs.make_task("max", L="1,2,3", nu="inf", D=50)
+    >>> task.L_max, task.c_nu, task.length.label()
+    (3, inf, '1,2,3')
     """
 
     variant: str
@@ -217,16 +258,23 @@ def make_task(variant: str = "spiked", L: Any = 3, nu: Any = 2.0, delta: Any = 0
 
     ``L`` is a fixed length; ``L_dist`` (a :class:`LengthLaw`, a list of lengths taken uniform,
     or a string accepted by :meth:`LengthLaw.parse`) replaces it when given.
+
+    Examples
+    --------
+    >>> import bayesslr as bs
+    >>> task = bs.make_task("spiked", L=3, nu=2.0, delta=0.01, D=100)
+    >>> task.variant, task.L_max, task.nu, task.delta, task.D
+    ('spiked', 3, 2.0, 0.01, 100)
     """
     if variant not in VARIANTS:
         raise ConfigError(f"variant={variant!r} is unknown; allowed: one of {', '.join(VARIANTS)}")
     if L_dist is None:
         length = L if isinstance(L, LengthLaw) else (
-            LengthLaw.parse(L) if isinstance(L, str) else LengthLaw.fixed(L))
+            LengthLaw.parse(L, name="L") if isinstance(L, str) else LengthLaw.fixed(L))
     elif isinstance(L_dist, LengthLaw):
         length = L_dist
     elif isinstance(L_dist, str):
-        length = LengthLaw.parse(L_dist)
+        length = LengthLaw.parse(L_dist, name="L_dist")
     else:
         length = LengthLaw.uniform(list(L_dist))
     if isinstance(nu, str) and nu.strip().lower() in {"inf", "infinity", "+inf"}:
@@ -249,6 +297,13 @@ class Teacher(NamedTuple):
         Key direction ``k*``.
     v : Array, shape (D,)
         Value direction ``v*``.
+
+    Examples
+    --------
+    >>> import jax, bayesslr as bs
+    >>> teacher, _, _ = bs.sample_task(jax.random.key(0), bs.make_task(D=16), 0)
+    >>> teacher.k.shape, teacher.v.shape
+    ((16,), (16,))
     """
 
     k: Array
@@ -265,9 +320,17 @@ class Data(NamedTuple):
     y : Array, shape (n,)
         Labels.
     eps : Array, shape (n,)
-        Hidden location (0-based index into the padded axis).
+        Hidden location (0-based index into the padded axis; -1 where unknown, as for a
+        user's own data).
     mask : Array, shape (n, L_max), bool
         True where a token exists.
+
+    Examples
+    --------
+    >>> import jax, bayesslr as bs
+    >>> _, train, _ = bs.sample_task(jax.random.key(0), bs.make_task(L="1,2", D=4), 6)
+    >>> train.X.shape, train.y.shape, train.mask.shape
+    ((6, 2, 4), (6,), (6, 2))
     """
 
     X: Array
@@ -278,6 +341,35 @@ class Data(NamedTuple):
     @property
     def n(self) -> int:
         return int(self.y.shape[0])
+
+
+def as_data(X: Any, y: Any, mask: Any = None) -> Data:
+    """A user's own arrays as :class:`Data`: ``X`` ``(n, L, D)`` tokens (padded positions
+    zero), ``y`` ``(n,)`` labels, ``mask`` ``(n, L)`` (default: every token present). The
+    hidden locations are unknown (``eps = -1``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from bayesslr import as_data
+    >>> d = as_data(np.zeros((5, 3, 4)), np.zeros(5))
+    >>> d.n, d.X.shape, bool(d.mask.all())
+    (5, (5, 3, 4), True)
+    """
+    X = jnp.asarray(X)
+    y = jnp.asarray(y)
+    if X.ndim != 3:
+        raise ConfigError(f"X has shape {tuple(X.shape)}; allowed: (n, L, D) tokens")
+    n, L, _ = X.shape
+    if y.shape != (n,):
+        raise ConfigError(f"y has shape {tuple(y.shape)}; allowed: ({n},), one label per "
+                          "sample of X")
+    mask = jnp.ones((n, L), bool) if mask is None else jnp.asarray(mask, bool)
+    if mask.shape != (n, L):
+        raise ConfigError(f"mask has shape {tuple(mask.shape)}; allowed: ({n}, {L})")
+    if not bool(jnp.all(jnp.any(mask, axis=-1))):
+        raise ConfigError("mask has a sample with no token; allowed: at least one True per row")
+    return Data(X * mask[:, :, None], y, jnp.full((n,), -1, jnp.int32), mask)
 
 
 def sample_teacher(key: PRNGKey, task: TaskConfig) -> Teacher:
@@ -375,7 +467,17 @@ STREAMS: dict[str, int] = {"start": 1, "sampler": 1, "trajectory": 2}
 
 
 def seed_key(seed: int) -> PRNGKey:
-    """The key of a seed (every method with the same seed sees the same teacher and data)."""
+    """The key of a seed (every method with the same seed sees the same teacher and data).
+
+    Examples
+    --------
+    >>> import bayesslr as bs
+    >>> task = bs.make_task(D=8)
+    >>> a = bs.sample_task(bs.seed_key(3), task, 5)[1]
+    >>> b = bs.sample_task(bs.seed_key(3), task, 5)[1]
+    >>> bool((a.X == b.X).all())
+    True
+    """
     return jax.random.key(seed)
 
 
@@ -395,6 +497,17 @@ def sample_task(key: PRNGKey, task: TaskConfig, n_train: int,
     ``key`` is split once into ``(teacher, train, test)`` keys, always the same way, so every
     estimator given the same key sees the same teacher, training set and test set, whatever it
     draws (``n_train = 0`` or ``n_test = 0`` skip that set and leave the others unchanged).
+
+    Examples
+    --------
+    >>> import jax, bayesslr as bs
+    >>> task = bs.make_task("spiked", L=3, nu=2.0, delta=0.01, D=20)
+    >>> teacher, train, test = bs.sample_task(jax.random.key(0), task, 40, 100)
+    >>> train.X.shape, test.X.shape
+    ((40, 3, 20), (100, 3, 20))
+    >>> _, only_train, none = bs.sample_task(jax.random.key(0), task, 40)
+    >>> bool((only_train.X == train.X).all()), none is None
+    (True, True)
     """
     kt, ktr, kte = jax.random.split(key, 3)
     teacher = sample_teacher(kt, task)

@@ -10,6 +10,10 @@ Measured 2026-11-30 on the 2-core dev host under heavy contention (load ~8), D=5
 first call (trace + compile, warm persistent cache) 14-39 s; MCMC.run 4.5 s (ratio 1.21).
 The spec's uncontended measurement (MCMC.run) found vectorized fastest; re-measure on an idle
 host before changing the default (vectorized; parallel falls back to it).
+
+The warm-up, mass matrix, chain count and precision levers are measured in
+``bench_sampler_levers.py``, the comparison with nutpie in ``bench_sampler_nutpie.py``; results
+in ``benchmarks/README.md`` (section "Sampler").
 """
 
 # isort: skip_file

@@ -45,6 +45,6 @@ def test_read_one_cell(benchmark, stored):
 
 def test_assemble_500_cells(benchmark, stored):
     _, records = stored
-    ds = benchmark(build_dataset, CFG, records)
+    tree = benchmark(build_dataset, CFG, records)
     benchmark.extra_info["cells"] = len(records)
-    assert ds.sizes["method"] == 2
+    assert tree["sweeptest"].ds.sizes["method"] == 2

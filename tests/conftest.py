@@ -1,7 +1,8 @@
 """Shared test set-up.
 
-* JAX's persistent compilation cache goes to ``.pytest_cache/jax`` unless the caller chose a
-  place (``BAYESSLR_JAX_CACHE``), so repeated runs and CI re-use compiled functions.
+* JAX is set up as the ``bayesslr`` command sets it up (:func:`bayesslr.configure_jax`), with
+  the persistent compilation cache in ``.pytest_cache/jax`` unless the caller chose a place
+  (``BAYESSLR_JAX_CACHE``), so repeated runs and CI re-use compiled functions.
 * Plain ``pytest`` deselects ``@pytest.mark.slow``; ``pytest -m ''`` (the README/CI command)
   runs everything.
 * Shared session-scoped fixtures live here; module-specific ones stay in their test modules.
@@ -16,7 +17,9 @@ os.environ.setdefault(
     "BAYESSLR_JAX_CACHE", str(Path(__file__).resolve().parent.parent / ".pytest_cache" / "jax")
 )
 
-import bayesslr  # noqa: E402,F401  (configures JAX before any test module imports it)
+import bayesslr  # noqa: E402
+
+bayesslr.configure_jax()  # before any test computes anything
 
 
 def run_cli(argv: list[str], capsys) -> tuple[int, str, str]:

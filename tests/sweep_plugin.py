@@ -2,7 +2,8 @@
 
 Loaded by the sweep through ``BAYESSLR_PLUGINS=/path/to/tests/sweep_plugin.py`` (so that
 subprocesses and dask workers see it too). Its outputs are a closed-form function of the cell
-and its seed; options make it slow (``sleep`` seconds) or fail (``fail_seed``). When
+and its seed; options make it slow (``sleep`` seconds), fail (``fail_seed``) or write a big file
+(``pad``: an extra text output of that many characters). When
 ``$SWEEPTEST_LOG`` names a file, every execution appends one line ``method seed alpha``, which
 lets the tests count recomputations.
 """
@@ -15,19 +16,23 @@ import time
 
 import numpy as np
 
-from bayesslr.methods import Cell, register
+from bayesslr.methods import Cell, Output, common, register
 from bayesslr.options import Opt, Schema
 
 SCHEMA = Schema("sweeptest", (
     Opt("sleep", 0.0, "real", low=0.0, high=600.0, doc="seconds to sleep before returning"),
     Opt("fail_seed", -1, "int", low=-1, doc="raise at this seed"),
+    Opt("pad", 0, "int", low=0, high=10**7, doc="length of an extra text output 'pad' (a big "
+        "cell file)"),
 ))
 
 
 @register("sweeptest", schema=SCHEMA, activations=("a", "b"), needs=("alpha",),
-          description="test-only: closed-form outputs of the cell and seed")
+          description="test-only: closed-form outputs of the cell and seed",
+          outputs=common("test_error", "stderr", "converged") + (
+              Output("trace", "a list output: 1/(1+t) for t <= alpha", "1", None, "step"),))
 def sweeptest_cell(cell: Cell, opts: dict) -> dict[str, float | int | bool | str]:
-    """Deterministic outputs; ``options``: ``sleep`` (s), ``fail_seed`` (int)."""
+    """Deterministic outputs; ``options``: ``sleep`` (s), ``fail_seed`` (int), ``pad`` (int)."""
     time.sleep(opts["sleep"])
     if cell.seed == opts["fail_seed"]:
         raise RuntimeError(f"planned failure at seed {cell.seed}")
@@ -39,5 +44,9 @@ def sweeptest_cell(cell: Cell, opts: dict) -> dict[str, float | int | bool | str
     if log:
         with open(log, "a", encoding="utf-8") as f:
             f.write(f"{cell.method} {cell.seed} {cell.alpha}\n")
-    return {"test_error": err, "stderr": 0.01, "train_loss": err / 2, "m_k": 1 - err,
-            "converged": True, "iterations": 7, "init": "informed"}
+    out = {"test_error": err, "stderr": 0.01, "train_loss": err / 2, "m_k": 1 - err,
+           "converged": True, "iterations": 7, "init": "informed",
+           "trace": [1.0 / (1 + t) for t in range(1 + int(cell.alpha))]}
+    if opts["pad"]:
+        out["pad"] = "x" * opts["pad"]
+    return out

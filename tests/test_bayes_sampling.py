@@ -150,7 +150,8 @@ def test_oracle_error_estimates_the_population_bayes_risk(ladder):
     task, runs = ladder
     pop = bayes_risk(task, samples=50_000, seed=0)
     err = runs[ALPHAS[0]][1]
-    assert abs(err.oracle_error - pop.excess_risk) < 4 * np.hypot(err.oracle_error_stderr, pop.stderr)
+    assert abs(err.oracle_error - pop.excess_risk) < 4 * np.hypot(err.oracle_error_stderr,
+                                                                  pop.stderr)
 
 
 @pytest.mark.slow

@@ -53,7 +53,7 @@ def test_table_output(capsys):
         (["--delta", "nan"], "delta="),
         (["--activation", "relu"], "activation="),
         (["--variant", "min"], "variant="),
-        (["--samples", "abc"], "--samples"),
+        (["--samples", "abc"], "samples="),
         (["--no-such-flag"], "--no-such-flag"),
     ],
 )

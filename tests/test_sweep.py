@@ -25,7 +25,7 @@ from bayesslr.sweep.config import cell_key, parse_config
 from bayesslr.sweep.dataset import comparable
 from bayesslr.sweep.executors import load_plugins
 from bayesslr.sweep.runner import run_sweep
-from bayesslr.sweep.storage import ResultStore
+from bayesslr.sweep.storage import _HOST, ResultStore
 from bayesslr.task import ConfigError
 
 PLUGIN = str(Path(__file__).resolve().parent / "sweep_plugin.py")
@@ -186,14 +186,20 @@ def test_dataset_layout_failures_and_broadcast(tmp_path, plugin):
     assert json.loads(root.attrs["config"])["name"] == "tiny"
     for key in ("bayesslr_version", "git_revision", "monte_carlo_sizes", "Conventions"):
         assert key in root.attrs
-    # the root lists every cell, failures with their error
-    assert root.sizes["cell"] == len(cfg.cells)
-    assert set(root["status"].values.tolist()) == {"ok", "failed"}
+    # the group 'cells' lists every cell, failures with their error
+    cells = xr.open_dataset(summary.dataset, group="cells", engine="h5netcdf").load()
+    assert cells.sizes["cell"] == len(cfg.cells)
+    assert set(cells["status"].values.tolist()) == {"ok", "failed"}
     ds = xr.open_dataset(summary.dataset, group="sweeptest", engine="h5netcdf").load()
     assert list(ds["test_error"].dims) == ["method", "variant", "L", "nu", "delta", "alpha",
                                            "D", "seed"]
     assert ds["test_error"].attrs["long_name"].startswith("test excess error")
     assert ds["test_error"].attrs["standard_error"] == "stderr"
+    # a list output is a variable along its own dimension, padded with NaN
+    assert ds["trace"].dims[-1] == "step" and ds.sizes["step"] == 8  # alpha = 7: 8 values
+    t0 = ds["trace"].sel({"method": "sweeptest:a", "variant": "max", "L": "3", "delta": 0.0,
+                          "alpha": 1.0, "nu": 1.0, "seed": 0}).isel(D=0).values
+    np.testing.assert_array_equal(t0, [1.0, 0.5] + [np.nan] * 6)
     assert ds["runtime_s"].attrs["units"] == "s"
     a = ds.sel({"method": "sweeptest:a", "variant": "max", "L": "3", "delta": 0.0,
                 "alpha": [1.0, 2.5]})
@@ -223,7 +229,10 @@ def test_resume_recomputes_only_missing_unreadable_and_failed(tmp_path, plugin):
     victims = list(cfg.cells[:3])
     store.cell_path(victims[0]).unlink()
     store.cell_path(victims[1]).write_bytes(b"garbage")
-    (out / "cells" / ".stale.nc.abc.tmp").write_bytes(b"half a file")  # a killed write
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    killed = f".{cell_key(victims[2])}.nc.{_HOST}.{dead}.00ff.tmp"  # a killed run's write
+    (out / "cells" / killed).write_bytes(b"half a file")
     before = snapshot(out / "cells")
     second = run_sweep(cfg, out, progress=False)
     assert (second.reused, second.computed) == (n - 2, 2)
@@ -231,7 +240,7 @@ def test_resume_recomputes_only_missing_unreadable_and_failed(tmp_path, plugin):
     after = snapshot(out / "cells")
     untouched = {f"{cell_key(c)}.nc" for c in cfg.cells[2:]}
     assert all(after[f] == before[f] for f in untouched)
-    assert ".stale.nc.abc.tmp" not in after
+    assert killed not in after
     got = xr.open_datatree(second.dataset, engine="h5netcdf").load()
     xr.testing.assert_identical(comparable(got), comparable(ref))
     # a different config is refused unless forced; forcing keeps the matching cells

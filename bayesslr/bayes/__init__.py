@@ -2,7 +2,14 @@
 
 * :mod:`bayesslr.bayes.model`: NumPyro models (location marginalised; location enumerated);
 * :mod:`bayesslr.bayes.sampler`: NUTS driver, start strategies, diagnostics;
+* :mod:`bayesslr.bayes.warmup`: the NUTS transition and its gradient-based warm-up;
 * :mod:`bayesslr.bayes.predict`: posterior-mean predictions, test and oracle errors, overlaps;
 * :mod:`bayesslr.bayes.arviz_adapter`: the only module touching ArviZ;
+* :mod:`bayesslr.bayes.posterior`: the posterior of given data as one object (Python API);
 * :mod:`bayesslr.bayes.method`: the registered method ``bayes_sampling``.
 """
+
+from bayesslr.bayes.posterior import Posterior, sample_posterior
+from bayesslr.bayes.sampler import SampleResult, SamplerOptions
+
+__all__ = ["Posterior", "SampleResult", "SamplerOptions", "sample_posterior"]

@@ -151,7 +151,7 @@ def run_start(key: jax.Array, init: str, spec: ModelSpec, teacher: Teacher, data
               ("r_hat_max_pooled", "split R-hat over all chains of all starts")),
           cost=_cost, memory=_memory, check=_check,
           plot=PlotStyle(kind="marker", label="Bayes (NUTS)", marker="s", color="k"),
-          version="2")
+          version="3")  # 3: gradient-based warm-up by default (adapt="grad")
 def bayes_sampling_cell(cell: Cell, opts: Mapping[str, Any]) -> dict[str, Any]:
     """Registered method ``bayes_sampling``: posterior-mean (Bayes-optimal) test error by NUTS.
 

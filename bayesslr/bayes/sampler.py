@@ -9,9 +9,16 @@
 * **Chain methods**: ``vectorized`` (default: the fastest measured on 2 CPU cores), ``parallel``
   (one XLA host device per chain; falls back to ``vectorized`` when there are too few devices or
   when the run raises) and ``sequential``. The method actually used is recorded.
+* **Warm-up** (``adapt``): ``grad`` (default; :mod:`bayesslr.bayes.warmup`) adapts the step
+  size and a diagonal mass matrix estimated from the variances of the draws *and of their
+  gradients*, pooled over batched chains; it is good after a few dozen draws, so a warm-up
+  costs about half the gradients of ``stan`` (NumPyro's windowed Welford adaptation, Stan's
+  schedule, also offering ``mass="dense"``) for the same ESS of the draws. Measured in
+  ``benchmarks/bench_sampler_levers.py`` and against nutpie in
+  ``benchmarks/bench_sampler_nutpie.py`` (see ``benchmarks/README.md``).
 * **Compilation**: warm-up and sampling of all chains are one jitted function built from
-  NumPyro's functional NUTS (``numpyro.infer.hmc.hmc``) and the model's log density, kept per
-  static configuration; data, weights, ``nu`` and ``Delta`` are traced arguments (NumPyro's
+  NumPyro's NUTS trajectory builder and the model's log density, kept per static
+  configuration; data, weights, ``nu`` and ``Delta`` are traced arguments (NumPyro's
   ``jit_model_args``), so seeds and data of one shape never recompile, and JAX's persistent
   compilation cache keeps the executable across processes (:mod:`bayesslr.jaxconfig`).
   (``MCMC.run`` retraces its loop on every call: about 5 s per posterior, measured.)
@@ -35,6 +42,7 @@ from numpyro.infer.hmc import hmc
 from numpyro.infer.util import log_density
 
 from bayesslr.bayes import arviz_adapter
+from bayesslr.bayes import warmup as _warmup
 from bayesslr.bayes.model import MODELS, ModelSpec, log_lik_samples
 from bayesslr.jaxconfig import Array, PRNGKey
 from bayesslr.options import Validated, option, schema_of
@@ -42,6 +50,8 @@ from bayesslr.task import ConfigError, Data, Teacher
 
 INITS: tuple[str, ...] = ("teacher", "random", "anneal")
 CHAIN_METHODS: tuple[str, ...] = ("vectorized", "parallel", "sequential")
+ADAPTS: tuple[str, ...] = ("grad", "stan")
+MASSES: tuple[str, ...] = ("diag", "dense", "none")
 
 
 @dataclass(frozen=True)
@@ -66,6 +76,16 @@ class SamplerOptions(Validated):
         NUTS maximal tree depth (1 to 15).
     model : {"marginal", "enumerated"}
         Location summed analytically, or enumerated by funsor (optional dependency).
+    adapt : {"grad", "stan"}
+        Warm-up: gradient-based diagonal mass matrix (:mod:`bayesslr.bayes.warmup`) or
+        NumPyro's windowed (Stan) adaptation.
+    mass : {"diag", "dense", "none"}
+        Mass matrix adapted in the warm-up; ``dense`` needs ``adapt="stan"``; ``none`` adapts
+        the step size only (identity mass: slow here, the posterior scales of ``k`` and ``v``
+        differ about fivefold at ``alpha = 4``).
+    pool : bool
+        ``adapt="grad"``: one mass matrix and step size for all chains, estimated from all
+        of them (not with ``chain_method="sequential"``, whose chains run one after another).
     """
 
     chains: int = option(2, low=1, high=64, doc="NUTS chains")
@@ -79,6 +99,18 @@ class SamplerOptions(Validated):
     max_tree_depth: int = option(10, low=1, high=15, doc="NUTS maximal tree depth")
     model: str = option("marginal", choices=tuple(MODELS),
                         doc="location summed out (marginal) or enumerated (needs funsor)")
+    adapt: str = option("grad", choices=ADAPTS,
+                        doc="warm-up: grad (gradient-based diagonal mass, pooled over chains) "
+                            "or stan (NumPyro's windowed Welford)")
+    mass: str = option("diag", choices=MASSES,
+                       doc="mass matrix: diag, dense (adapt=stan only) or none (identity)")
+    pool: bool = option(True, doc="adapt=grad: pool the adaptation over batched chains")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.mass == "dense" and self.adapt != "stan":
+            raise ConfigError(f"mass=dense is not available with adapt={self.adapt}; allowed: "
+                              "mass=dense with adapt=stan, or mass=diag/none")
 
 
 SCHEMA = schema_of(SamplerOptions, "bayes_sampling")
@@ -186,19 +218,36 @@ def potential_fn_gen(model: str, variant: str) -> Callable[..., Callable[[dict],
 
 @functools.lru_cache(maxsize=32)
 def _compiled(model: str, variant: str, chains: int, warmup: int, draws: int, method: str,
-              target_accept: float, max_tree_depth: int) -> Callable[..., Any]:
+              target_accept: float, max_tree_depth: int, adapt: str = "grad",
+              mass: str = "diag", pool: bool = True) -> Callable[..., Any]:
     """One compiled NUTS run (warm-up and sampling, all chains) per static configuration.
 
     The data, weights, ``nu``, ``Delta``, keys and starts are arguments, so a new seed, new data
     of the same shape or a new ``nu`` reuses the compiled function (``jit_model_args`` in
     NumPyro's terms); JAX's persistent cache keeps it across processes.
     """
-    init_kernel, sample_kernel = hmc(potential_fn_gen=potential_fn_gen(model, variant),
-                                     algo="NUTS")
+    gen = potential_fn_gen(model, variant)
+    axis = "chains" if (pool and method != "sequential" and chains > 1) else None
 
-    def one_chain(key, z0, args):
+    def one_chain_grad(key, z0, args):
+        pe_tree = gen(*args)
+        D = z0["k"].shape[-1]
+
+        def potential(zf):
+            return pe_tree({"k": zf[:D], "v": zf[D:]})
+
+        r = _warmup.run(potential, jnp.concatenate([z0["k"], z0["v"]]), key, warmup, draws,
+                        target_accept=target_accept, max_tree_depth=max_tree_depth,
+                        adapt_mass=(mass == "diag"), axis_name=axis)
+        return r.z[:, :D], r.z[:, D:], r.log_density, r.diverging, r.steps, r.steps_warmup, \
+            r.step_size
+
+    init_kernel, sample_kernel = hmc(potential_fn_gen=gen, algo="NUTS")
+
+    def one_chain_stan(key, z0, args):
         state = init_kernel(z0, warmup, target_accept_prob=target_accept,
-                            max_tree_depth=max_tree_depth, model_args=args, rng_key=key)
+                            max_tree_depth=max_tree_depth, adapt_mass_matrix=(mass != "none"),
+                            dense_mass=(mass == "dense"), model_args=args, rng_key=key)
 
         # one scan over warm-up and sampling: NUTS is traced once (tracing dominates compile)
         def step(st, _):
@@ -211,12 +260,13 @@ def _compiled(model: str, variant: str, chains: int, warmup: int, draws: int, me
         logp, div, steps = logp[warmup:], div[warmup:], steps[warmup:]
         return z["k"], z["v"], logp, div, steps, steps_w, state.adapt_state.step_size
 
+    one_chain = one_chain_grad if adapt == "grad" else one_chain_stan
     if method == "parallel":
-        return jax.pmap(one_chain, in_axes=(0, 0, None))
+        return jax.pmap(one_chain, in_axes=(0, 0, None), axis_name=axis)
     if method == "sequential":
         return jax.jit(lambda keys, z0, args: lax.map(lambda kz: one_chain(kz[0], kz[1], args),
                                                       (keys, z0)))
-    return jax.jit(jax.vmap(one_chain, in_axes=(0, 0, None)))
+    return jax.jit(jax.vmap(one_chain, in_axes=(0, 0, None), axis_name=axis))
 
 
 def resolve_chain_method(requested: str, chains: int) -> str:
@@ -305,7 +355,8 @@ def _run(key: PRNGKey, spec: ModelSpec, data: Data, opts: SamplerOptions, method
         w = jnp.ones(y.shape, dtype) if weights is None else jnp.asarray(weights, dtype)
         args = (X, y, mask, w, jnp.asarray(spec.nu, dtype), jnp.asarray(spec.delta, dtype))
         fn = _compiled(opts.model, spec.variant, opts.chains, opts.warmup, opts.draws, method,
-                       opts.target_accept, opts.max_tree_depth)
+                       opts.target_accept, opts.max_tree_depth, opts.adapt, opts.mass,
+                       opts.pool)
         keys = jax.random.split(key, opts.chains)
         z0 = {n: jnp.asarray(start[n], dtype).reshape(opts.chains, -1) for n in ("k", "v")}
         out = jax.block_until_ready(fn(keys, z0, args))

@@ -1,7 +1,8 @@
-"""``bayesslr erm``: regularised ERM of one attention activation by L-BFGS (spec section 4).
+"""``bayesslr erm``: regularised ERM of one attention activation by L-BFGS (docs/estimators.md).
 
-A one-cell sweep: the flags build a :class:`bayesslr.methods.Cell` for ``erm:<activation>`` and
-:func:`bayesslr.methods.run_cell` runs it, the code path of the sweep runner.
+A one-cell sweep: the flags build a :class:`bayesslr.methods.Cell` for ``erm:<activation>``
+(options, ranges and defaults from its registry schema), run by
+:func:`bayesslr.commands.common.run_one` as the sweep runner runs it.
 """
 
 from __future__ import annotations
@@ -18,13 +19,27 @@ from bayesslr.commands.common import (
     VariantOpt,
     cli_task,
     emit,
+    given,
     parse_float,
     parse_grid,
+    run_one,
+    schema_option,
 )
 from bayesslr.erm.method import ERM_ACTIVATIONS
-from bayesslr.erm.protocol import DEFAULT_LAM_GRID, INITS, parse_lam
-from bayesslr.methods import Cell, run_cell
+from bayesslr.erm.protocol import parse_lam
+from bayesslr.methods import Cell
 from bayesslr.task import ConfigError, check_int
+
+
+def _opt(name: str, flag: str | None = None):
+    return schema_option("erm", name, flag)
+
+
+def _lam(text: str) -> float | str:
+    try:
+        return parse_lam(float(text))
+    except ValueError:
+        return parse_lam(text)
 
 
 def erm(
@@ -41,14 +56,12 @@ def erm(
     D: str = typer.Option(None, "--D", help="Token dimension D (integer >= 1)."),
     sqrtND: str = typer.Option(
         None, "--sqrtND", help="Instead of --D: the paper's sizing D = sqrtND / sqrt(alpha)."),
-    seeds: str = typer.Option("1", help="Number of seeds (teacher, data, start), >= 1."),
-    init: str = typer.Option("informed", help=f"Start: {' or '.join(INITS)}."),
+    seeds: str = _opt("seeds"),
+    init: str = _opt("init"),
     seed: str = typer.Option("0", help="First seed; the seeds are seed, seed+1, ..."),
-    restarts: str = typer.Option("1", help="Starts per seed; the lowest objective is kept."),
-    lam_grid: str = typer.Option(
-        ",".join(f"{x:g}" for x in DEFAULT_LAM_GRID), "--lam-grid",
-        help="Grid searched by --lam validation: '0.01,0.1,1' or start:stop:num."),
-    n_test: str = typer.Option("10000", "--n-test", help="Fresh test samples per seed."),
+    restarts: str = _opt("restarts"),
+    lam_grid: str = _opt("lam_grid"),
+    n_test: str = _opt("n_test"),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Fit (k, v) by L-BFGS on sum 1/2 (y - f)^2 + lam/2 (|k|^2 + |v|^2) and report the test
@@ -61,29 +74,21 @@ def erm(
         raise ConfigError("give exactly one of --D (integer >= 1) and --sqrtND (real >= 1)")
     task = cli_task(variant, L, L_dist, nu, delta)  # validates the task
     alpha_v = parse_float("alpha", alpha, low=0.0, low_open=True)
-    lam_v: float | str = parse_lam(lam if not _is_real(lam) else float(lam))
-    D_v = check_int("D", D, low=1) if D is not None else None
-    sqrt_v = parse_float("sqrtND", sqrtND, low=1.0) if sqrtND is not None else None
-    options = {"seeds": seeds, "init": init, "restarts": restarts,
-               "lam_grid": tuple(parse_grid("lam_grid", lam_grid, low=0.0)), "n_test": n_test}
+    grid = tuple(parse_grid("lam_grid", lam_grid, low=0.0)) if lam_grid is not None else None
     cell = Cell(method=f"erm:{activation}", variant=variant, L=task.length.label(),
-                nu=task.nu, delta=task.delta, alpha=alpha_v, lam=lam_v, D=D_v, sqrtND=sqrt_v,
-                seed=check_int("seed", seed, low=0), options=options)
-    out = run_cell(cell)
+                nu=task.nu, delta=task.delta, alpha=alpha_v, lam=_lam(lam),
+                D=check_int("D", D, low=1) if D is not None else None,
+                sqrtND=parse_float("sqrtND", sqrtND, low=1.0) if sqrtND is not None else None,
+                seed=check_int("seed", seed, low=0),
+                options=given(seeds=seeds, init=init, restarts=restarts, lam_grid=grid,
+                              n_test=n_test))
+    out = run_one(cell)
     for key in ("lam_grid", "val_risk"):
         if key in out:
             out[key] = json.loads(out[key])
     result = {"variant": variant, "L": task.length.label(), "nu": task.nu, "delta": task.delta,
               "alpha": alpha_v, "activation": activation, **out}
     emit(result, as_json, title=f"erm {activation}")
-
-
-def _is_real(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
 
 
 def register(app: typer.Typer) -> None:

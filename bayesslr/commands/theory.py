@@ -25,8 +25,10 @@ from bayesslr.commands.common import (
     VariantOpt,
     cli_task,
     emit,
+    given,
     parse_grid,
     run_cells,
+    schema_option,
 )
 from bayesslr.methods import Cell, validate_cell
 from bayesslr.task import ConfigError, TaskConfig, check_int
@@ -39,6 +41,14 @@ theory_app = typer.Typer(
          "evolution (spec section 5).",
     no_args_is_help=True,
 )
+
+def _erm(name: str):
+    return schema_option("theory_erm", name)
+
+
+def _bayes(name: str):
+    return schema_option("theory_bayes", name)
+
 
 def _header(task: TaskConfig) -> dict[str, Any]:
     d = task.to_dict()
@@ -59,25 +69,18 @@ def erm(
     lam_v: str = typer.Option(None, "--lam-v", help="Penalty on v if different from --lam."),
     activation: str = typer.Option("softmax", help=f"One of: {', '.join(ERM_ACTIVATIONS)}."),
     start: str = typer.Option("informed", help="informed, uninformed or both."),
-    sweep: str = typer.Option("both", help="Continuation over an alpha list: both "
-                                           "(upwards and downwards, lowest objective kept) "
-                                           "or up."),
+    sweep: str = _erm("sweep"),
     continuation: bool = typer.Option(True, "--continuation/--no-continuation",
                                       help="Continuation along the alpha list (else each "
                                            "alpha is solved cold)."),
-    samples: str = typer.Option("20000", help="Channel samples (common random numbers)."),
-    test_samples: str = typer.Option("200000", "--test-samples",
-                                     help="Monte Carlo size of the test-error formula."),
+    samples: str = _erm("samples"),
+    test_samples: str = _erm("test_samples"),
     seed: str = typer.Option("0", help="Seed of the channel samples."),
-    vh_form: str = typer.Option("stein", "--vh-form", help="Vh driving the iteration: stein "
-                                                            "or hessian (both are reported)."),
-    damping: str = typer.Option("0.5", help="Damping of the fixed-point iteration."),
-    tol: str = typer.Option("auto", help="Relative tolerance of the fixed point ('auto': "
-                                         "10/samples, above the common-random-numbers "
-                                         "floor)."),
-    accel: str = typer.Option("anderson", help="Fixed-point acceleration: anderson or none "
-                                               "(plain damped iteration)."),
-    max_iter: str = typer.Option("300", "--max-iter", help="Iteration cap per alpha."),
+    vh_form: str = _erm("vh_form"),
+    damping: str = _erm("damping"),
+    tol: str = _erm("tol"),
+    accel: str = _erm("accel"),
+    max_iter: str = _erm("max_iter"),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Replica-symmetric ERM fixed point: overlaps, conjugates, test excess error, training
@@ -86,14 +89,11 @@ def erm(
     alphas = parse_grid("alpha", alpha, low=0.0, low_open=True)
     if start not in (*STARTS, "both"):
         raise ConfigError(f"start={start!r} is unknown; allowed: informed, uninformed or both")
-    options: dict[str, Any] = {
-        "samples": samples, "test_samples": test_samples, "vh_form": vh_form,
-        "damping": damping, "accel": accel, "max_iter": max_iter,
-        "start": ",".join(STARTS) if start == "both" else start, "sweep": sweep,
-        "tol": None if tol.strip().lower() == "auto" else tol,
-        "path": alphas if continuation else None}
-    if lam_v is not None:
-        options["lam_v"] = lam_v
+    options = given(samples=samples, test_samples=test_samples, vh_form=vh_form,
+                    damping=damping, accel=accel, max_iter=max_iter, sweep=sweep, lam_v=lam_v,
+                    tol=None if tol is None or tol.strip().lower() == "auto" else tol,
+                    start=",".join(STARTS) if start == "both" else start,
+                    path=alphas if continuation else None)
     cells = [Cell(method=f"theory_erm:{activation}", variant=variant, L=task.length.label(),
                   nu=task.nu, delta=task.delta, alpha=a, lam=lam, seed=check_int("seed", seed,
                                                                                    low=0),
@@ -123,17 +123,14 @@ def bayes(
     delta: str = typer.Option("0", help="Label-noise variance Delta >= 0 (at 0, m_v is "
                                         "clipped below 1)."),
     alpha: str = typer.Option("1,2,5,20", help="alpha > 0: comma list or start:stop:num."),
-    samples: str = typer.Option("20000", help="Channel samples (common random numbers)."),
-    test_samples: str = typer.Option("200000", "--test-samples",
-                                     help="Samples of the test-error expectation."),
+    samples: str = _bayes("samples"),
+    test_samples: str = _bayes("test_samples"),
     seed: str = typer.Option("0", help="Seed of the channel samples."),
-    gh_nodes: str = typer.Option("512", "--gh-nodes",
-                                 help="Gauss-Hermite nodes (max variant, finite nu)."),
+    gh_nodes: str = _bayes("gh_nodes"),
     continuation: bool = typer.Option(True, "--continuation/--no-continuation",
                                       help="Warm-start each alpha from its neighbour."),
-    branch: str = typer.Option("best", help="Branch reported: best (larger free entropy), "
-                                            "informed or uninformed."),
-    tol: str = typer.Option("1e-6", help="Relative tolerance of the fixed point."),
+    branch: str = _bayes("branch"),
+    tol: str = _bayes("tol"),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Bayes-optimal state evolution from the informed and the uninformed start; where they
@@ -141,8 +138,8 @@ def bayes(
     below it marks a computationally hard phase."""
     task = cli_task(variant, L, L_dist, nu, delta)
     alphas = parse_grid("alpha", alpha, low=0.0, low_open=True)
-    options = {"samples": samples, "test_samples": test_samples, "gh_nodes": gh_nodes,
-               "tol": tol, "branch": branch, "path": alphas if continuation else None}
+    options = given(samples=samples, test_samples=test_samples, gh_nodes=gh_nodes, tol=tol,
+                    branch=branch, path=alphas if continuation else None)
     cells = [Cell(method="theory_bayes", variant=variant, L=task.length.label(), nu=task.nu,
                   delta=task.delta, alpha=a, seed=check_int("seed", seed, low=0),
                   options=options) for a in alphas]

@@ -73,8 +73,9 @@ def _cost(cell: Cell, opts: Mapping[str, Any]) -> float:
 
 
 ERM_OUTPUTS = common("test_error", "stderr", "stderr_test", "risk", "oracle_error",
-                     "excess_over_oracle", "excess_over_oracle_stderr", "train_loss",
-                     *OVERLAP_NAMES, "lam", "converged", "iterations", "runtime_s") + outputs(
+                     "oracle_error_stderr", "excess_over_oracle", "excess_over_oracle_stderr",
+                     "train_loss", *OVERLAP_NAMES, "lam", "converged", "iterations",
+                     "runtime_s") + outputs(
     ("objective", "training objective per sample S/N at the solution"),
     ("converged_fraction", "fraction of seeds whose L-BFGS met the gradient tolerance"),
     ("grad_norm", "largest final |grad S|/sqrt(D) over seeds"),

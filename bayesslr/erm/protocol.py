@@ -35,7 +35,7 @@ import math
 import time
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -61,6 +61,7 @@ from bayesslr.task import (
     algorithm_key,
     check_int,
     check_real,
+    make_task,
     overlaps,
     sample_task,
 )
@@ -151,8 +152,8 @@ class ERMResult:
         The seeds fitted.
     lam : float
         The ``lam`` used (the chosen one under ``lam = "validation"``).
-    test_error, stderr, risk, risk_stderr, oracle_error, excess_over_oracle,
-    excess_over_oracle_stderr : ndarray
+    test_error, stderr, risk, risk_stderr, oracle_error, oracle_error_stderr,
+    excess_over_oracle, excess_over_oracle_stderr : ndarray
         Per seed, see :class:`bayesslr.metrics.TestErrors` (``stderr``: the test-set Monte
         Carlo error of that seed's ``test_error``).
     train_loss : ndarray
@@ -185,6 +186,7 @@ class ERMResult:
     risk: np.ndarray
     risk_stderr: np.ndarray
     oracle_error: np.ndarray
+    oracle_error_stderr: np.ndarray
     excess_over_oracle: np.ndarray
     excess_over_oracle_stderr: np.ndarray
     train_loss: np.ndarray
@@ -221,6 +223,7 @@ class ERMResult:
             "stderr": over_seeds(self.test_error, self.stderr),
             "stderr_test": float(np.sqrt(np.mean(self.stderr**2) / s)),
             "risk": float(np.mean(self.risk)), "oracle_error": float(np.mean(self.oracle_error)),
+            "oracle_error_stderr": over_seeds(self.oracle_error, self.oracle_error_stderr),
             "excess_over_oracle": float(np.mean(gap)),
             "excess_over_oracle_stderr": over_seeds(gap, self.excess_over_oracle_stderr),
             "train_loss": float(np.mean(self.train_loss)),
@@ -450,6 +453,7 @@ def erm_fit(task: TaskConfig, activation: str, n_train: int, lam: float | str, *
     return ERMResult(
         seeds=seeds, lam=float(lam), test_error=errs.test_error, stderr=errs.stderr,
         risk=errs.risk, risk_stderr=errs.risk_stderr, oracle_error=errs.oracle_error,
+        oracle_error_stderr=errs.oracle_error_stderr,
         excess_over_oracle=errs.excess_over_oracle,
         excess_over_oracle_stderr=errs.excess_over_oracle_stderr,
         train_loss=np.asarray(train[:, 0]), objective=np.asarray(res.objective),
@@ -484,3 +488,136 @@ def select_lam(task: TaskConfig, activation: str, n_train: int, seeds: Any,
     se = (val.std(axis=0, ddof=1) / math.sqrt(val.shape[0]) if val.shape[0] > 1
           else np.full_like(mean, np.nan))
     return float(grid[int(np.argmin(mean))]), grid, mean, se
+
+
+# --------------------------------------------------------------------------------------------
+# ERM on given data (the Python API: a user's own arrays, a lam grid fitted as one batch)
+# --------------------------------------------------------------------------------------------
+class ERMFit(NamedTuple):
+    """L-BFGS fits of one activation on one data set, one per ``lam`` (leading axis ``G``).
+
+    Attributes
+    ----------
+    activation : str
+        The activation fitted.
+    lam : numpy.ndarray, shape (G,)
+        Ridge penalties (``lam_k = lam_v``).
+    params : dict
+        ``{"k": (G, D), "v": (G, D), "theta": (G, P)}``, the kept restart per ``lam``.
+    objective : numpy.ndarray, shape (G,)
+        Final per-sample objective ``S / N``.
+    train_loss : numpy.ndarray, shape (G,)
+        ``1/(2N) sum (y - f)^2`` at the solution.
+    grad_norm, iterations, evaluations, converged : numpy.ndarray, shape (G,)
+        Final ``|grad S| / sqrt(D)``, L-BFGS iterations, function evaluations, and whether the
+        gradient tolerance was met.
+
+    Examples
+    --------
+    See :func:`fit_erm`.
+    """
+
+    activation: str
+    lam: np.ndarray
+    params: dict[str, np.ndarray]
+    objective: np.ndarray
+    train_loss: np.ndarray
+    grad_norm: np.ndarray
+    iterations: np.ndarray
+    evaluations: np.ndarray
+    converged: np.ndarray
+
+    def predict(self, X: Array, mask: Array | None = None) -> np.ndarray:
+        """Predictions ``f(X)`` of every fit, ``(G, n)`` (``mask`` defaults to all tokens)."""
+        X = jnp.asarray(X)
+        mask = jnp.ones(X.shape[:2], bool) if mask is None else jnp.asarray(mask, bool)
+        act = get_activation(self.activation)
+        p = jax.tree_util.tree_map(jnp.asarray, self.params)
+        return np.asarray(jax.vmap(lambda q: predict(act, q, X, mask))(p))
+
+
+_fit_data = jax.jit(_fit_one_seed, static_argnames=("act", "memory"))
+
+
+def fit_erm(data: Data, activation: str, lam: Any, *, key: PRNGKey | None = None,
+            start: str | dict[str, Any] = "random", teacher: Teacher | None = None,
+            task: TaskConfig | None = None, options: ERMOptions | None = None) -> ERMFit:
+    """Regularised ERM of one activation on *given* data, a ``lam`` grid fitted as one batch.
+
+    The objective, solver and stopping rule are those of the suite's ERM protocol
+    (docs/estimators.md): ``S = sum 1/2 (y - f(X))^2 + lam/2 (|k|^2 + |v|^2)`` minimised by the
+    batch-native L-BFGS, each ``lam`` (and each restart) an independent member sharing the
+    data matrix.
+
+    Parameters
+    ----------
+    data : Data
+        Training data (:func:`bayesslr.task.sample_task`, or a user's arrays through
+        :func:`bayesslr.task.as_data`).
+    activation : str
+        ``softmax``, ``linear``, ``erf`` or ``softplus``.
+    lam : float or sequence of float
+        Ridge penalty or penalties (each ``>= 0``).
+    key : PRNGKey, optional
+        Randomness of the random starts (default ``jax.random.key(0)``).
+    start : {"random", "informed"} or dict
+        Random (``N(0, init_scale^2 I)``), informed (near ``(c_nu k*, v*)``: needs ``teacher``
+        and ``task``), or explicit ``{"k": (D,), "v": (D,)}``.
+    teacher, task : optional
+        For the informed start.
+    options : ERMOptions, optional
+        ``restarts``, ``init_scale``, ``init_noise``, ``max_iter``, ``gtol``, ``memory``.
+
+    Returns
+    -------
+    ERMFit
+
+    Examples
+    --------
+    >>> import jax, bayesslr as bs
+    >>> task = bs.make_task("spiked", L=3, nu=2.0, delta=0.01, D=32)
+    >>> teacher, train, test = bs.sample_task(jax.random.key(0), task, 160, 500)
+    >>> fit = bs.fit_erm(train, "softmax", [0.1, 1.0], start="informed", teacher=teacher,
+    ...                  task=task)
+    >>> bool(fit.converged.all()), fit.predict(test.X, test.mask).shape
+    (True, (2, 500))
+    """
+    opts = options or ERMOptions()
+    act = get_activation(activation)
+    if not isinstance(data, Data):
+        raise ConfigError(f"data={type(data).__name__} is not Data; allowed: Data from "
+                          "sample_task or as_data(X, y, mask)")
+    lam_arr = np.atleast_1d(np.asarray(lam, dtype=float))
+    if lam_arr.ndim != 1 or lam_arr.size == 0:
+        raise ConfigError(f"lam={lam!r} is not a penalty or a list; allowed: reals >= 0")
+    for x in lam_arr.tolist():
+        check_real("lam", x, low=0.0)
+    D = int(data.X.shape[-1])
+    dtype = jnp.result_type(float)
+    key = jax.random.key(0) if key is None else key
+    keys = jax.random.split(key, opts.restarts)
+    if isinstance(start, dict):
+        k0 = jnp.broadcast_to(jnp.asarray(start["k"], dtype), (opts.restarts, D))
+        v0 = jnp.broadcast_to(jnp.asarray(start["v"], dtype), (opts.restarts, D))
+    elif start in INITS:
+        informed = start == "informed"
+        if informed and (teacher is None or task is None):
+            raise ConfigError("start='informed' needs teacher and task; allowed without them: "
+                              "'random' or explicit {'k': ..., 'v': ...}")
+        ref_task = task if task is not None else make_task(D=D)
+        ref = teacher if teacher is not None else Teacher(jnp.zeros(D), jnp.zeros(D))
+        k0, v0 = jax.vmap(lambda kk: make_start(kk, ref_task, ref, jnp.asarray(informed),
+                                                jnp.asarray(opts.init_noise),
+                                                jnp.asarray(opts.init_scale)))(keys)
+    else:
+        raise ConfigError(f"start={start!r} is unknown; allowed: random, informed or a dict "
+                          "{'k': ..., 'v': ...}")
+    starts = {"k": k0, "v": v0,
+              "theta": jnp.broadcast_to(act.init_theta(), (opts.restarts, act.n_params))}
+    lam_j = jnp.asarray(lam_arr, dtype)
+    weight = jnp.ones(data.y.shape, dtype)
+    res, train, _ = _fit_data(data, starts, weight, lam_j, lam_j, jnp.asarray(opts.max_iter),
+                              jnp.asarray(opts.gtol, dtype), act=act, memory=opts.memory)
+    res = jax.tree_util.tree_map(np.asarray, res)
+    return ERMFit(activation, lam_arr, res.params, res.objective, np.asarray(train),
+                  res.grad_norm, res.iterations, res.evaluations, res.converged)

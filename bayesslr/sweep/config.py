@@ -62,6 +62,10 @@ BLOCK_KEYS: tuple[str, ...] = ("name", "methods", *PARAM_DIMS, "seeds", "options
 TOP_KEYS: tuple[str, ...] = ("name", "description", "defaults", "options", "grid")
 DEFAULT_FIELDS: dict[str, Any] = {"variant": "spiked", "L": "3", "nu": 2.0, "delta": 0.0,
                                   "seeds": [0]}
+# most cells a sweep may expand to (counted before the grid is expanded, duplicates included):
+# each cell is a file of the results directory and a record in memory; split bigger studies
+# into several sweeps (several --out directories)
+MAX_CELLS = 100_000
 
 
 # --------------------------------------------------------------------------------------------
@@ -88,7 +92,7 @@ def _length(where: str, v: Any) -> str:
         raise ConfigError(f"{where}={v!r} is not a length; allowed: integer >= 1 or a length "
                           "law such as '1,2,3' or '1:0.5,3:0.5'")
     try:
-        law = LengthLaw.fixed(v) if isinstance(v, int) else LengthLaw.parse(v)
+        law = LengthLaw.fixed(v) if isinstance(v, int) else LengthLaw.parse(v, name="L")
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from None
     return law.label()
@@ -136,7 +140,7 @@ _FIELD_PARSERS = {"variant": _variant, "L": _length, "nu": _nu, "delta": _delta,
 
 def _seeds(where: str, v: Any) -> list[int]:
     if isinstance(v, int) and not isinstance(v, bool):
-        n = check_int(where, v, low=1)
+        n = check_int(where, v, low=1, high=MAX_CELLS)
         return list(range(n))
     seeds = [_seed(f"{where}[{i}]", s) for i, s in enumerate(_as_list(where, v))]
     if len(set(seeds)) != len(seeds):
@@ -285,6 +289,27 @@ def parse_config(raw: Mapping[str, Any], *, name: str = "sweep") -> SweepConfig:
         a method missing a field it needs, or a cell whose task is invalid (e.g. ``nu = inf``
         with the spiked variant).
     """
+    sweep_name, description, defaults, options, grid = _top_level(raw, name)
+    blocks: list[dict[str, Any]] = []
+    cells: dict[str, Cell] = {}
+    n_cells = 0
+    for i, raw_block in enumerate(grid):
+        where = f"grid[{i}]"
+        block = _block(where, raw_block, defaults)
+        blocks.append(block)
+        n_cells += _block_size(where, block, n_cells)
+        for cell in _expand(block, options, block.get("options", {})):
+            cells.setdefault(cell_key(cell), cell)
+    for m in dict.fromkeys(c.method for c in cells.values()):
+        resolve_method(m)
+    for cell in cells.values():
+        validate_cell(cell)
+    return SweepConfig(sweep_name, description, tuple(blocks), options, tuple(cells.values()))
+
+
+def _top_level(raw: Any, name: str) -> tuple[str, str, Mapping[str, Any],
+                                             dict[str, dict[str, Any]], list[Mapping]]:
+    """The document's name, description, defaults, options and grid, each checked."""
     if not isinstance(raw, Mapping):
         raise ConfigError("config is not a TOML table")
     for k in raw:
@@ -299,57 +324,62 @@ def parse_config(raw: Mapping[str, Any], *, name: str = "sweep") -> SweepConfig:
     defaults = raw.get("defaults", {})
     if not isinstance(defaults, Mapping):
         raise ConfigError(f"defaults={defaults!r} is not a table")
+    allowed_defaults = [k for k in BLOCK_KEYS if k not in {"name", "options"}]
     for k in defaults:
-        if k not in BLOCK_KEYS or k in {"name", "options"}:
-            raise ConfigError(f"defaults.{k} is unknown; allowed: "
-                              + ", ".join(k for k in BLOCK_KEYS if k not in {"name", "options"}))
+        if k not in allowed_defaults:
+            raise ConfigError(f"defaults.{k} is unknown; allowed: {', '.join(allowed_defaults)}")
     options = _options("options", raw.get("options", {}))
     grid = raw.get("grid")
     if grid is None or (isinstance(grid, list) and not grid):
         raise ConfigError("grid is empty; allowed: one or more [[grid]] blocks with methods")
     if not isinstance(grid, list) or not all(isinstance(b, Mapping) for b in grid):
         raise ConfigError("grid is not a list of tables; allowed: [[grid]] blocks")
+    return sweep_name.strip(), description, defaults, options, grid
 
-    blocks: list[dict[str, Any]] = []
-    cells: dict[str, Cell] = {}
-    for i, raw_block in enumerate(grid):
-        where = f"grid[{i}]"
-        for k in raw_block:
-            if k not in BLOCK_KEYS:
-                raise ConfigError(f"{where}.{k} is unknown; allowed: {', '.join(BLOCK_KEYS)}")
-        merged = {**DEFAULT_FIELDS, **defaults, **raw_block}
-        if "methods" not in merged:
-            raise ConfigError(f"{where}.methods is missing; allowed: a list of method names")
-        for a, b in (("D", "sqrtND"), ("sqrtND", "D")):  # a block's sizing replaces the default
-            if a in raw_block and b not in raw_block:
-                merged.pop(b, None)
-        if "D" in merged and "sqrtND" in merged:
-            raise ConfigError(f"{where} sets both D and sqrtND; allowed: one of them")
-        block: dict[str, Any] = {"methods": _methods(f"{where}.methods", merged["methods"])}
-        for field, parse in _FIELD_PARSERS.items():
-            if field in merged:
-                block[field] = list(dict.fromkeys(
-                    parse(f"{where}.{field}", v) for v in _as_list(f"{where}.{field}",
-                                                                   merged[field])))
-        block["seeds"] = _seeds(f"{where}.seeds", merged["seeds"])
-        block_opts = _options(f"{where}.options", raw_block.get("options", {}))
-        if block_opts:
-            block["options"] = block_opts
-        if raw_block.get("name") is not None:
-            block["name"] = str(raw_block["name"])
-        if "continuation" in raw_block:
-            block["continuation"] = Opt("continuation", False, "bool").parse(
-                raw_block["continuation"])
-        blocks.append(block)
-        for cell in _expand(block, options, block_opts):
-            cells.setdefault(cell_key(cell), cell)
 
-    for m in dict.fromkeys(c.method for c in cells.values()):
-        resolve_method(m)
-    for cell in cells.values():
-        validate_cell(cell)
-    return SweepConfig(sweep_name.strip(), description, tuple(blocks), options,
-                       tuple(cells.values()))
+def _block(where: str, raw_block: Mapping[str, Any], defaults: Mapping[str, Any]
+           ) -> dict[str, Any]:
+    """One ``[[grid]]`` block normalised: every field a list of canonical values."""
+    for k in raw_block:
+        if k not in BLOCK_KEYS:
+            raise ConfigError(f"{where}.{k} is unknown; allowed: {', '.join(BLOCK_KEYS)}")
+    merged = {**DEFAULT_FIELDS, **defaults, **raw_block}
+    if "methods" not in merged:
+        raise ConfigError(f"{where}.methods is missing; allowed: a list of method names")
+    for a, b in (("D", "sqrtND"), ("sqrtND", "D")):  # a block's sizing replaces the default
+        if a in raw_block and b not in raw_block:
+            merged.pop(b, None)
+    if "D" in merged and "sqrtND" in merged:
+        raise ConfigError(f"{where} sets both D and sqrtND; allowed: one of them")
+    block: dict[str, Any] = {"methods": _methods(f"{where}.methods", merged["methods"])}
+    for field, parse in _FIELD_PARSERS.items():
+        if field in merged:
+            block[field] = list(dict.fromkeys(
+                parse(f"{where}.{field}", v)
+                for v in _as_list(f"{where}.{field}", merged[field])))
+    block["seeds"] = _seeds(f"{where}.seeds", merged["seeds"])
+    block_opts = _options(f"{where}.options", raw_block.get("options", {}))
+    if block_opts:
+        block["options"] = block_opts
+    if raw_block.get("name") is not None:
+        block["name"] = str(raw_block["name"])
+    if "continuation" in merged:
+        block["continuation"] = Opt("continuation", False, "bool").parse(merged["continuation"])
+    return block
+
+
+def _block_size(where: str, block: Mapping[str, Any], before: int) -> int:
+    """Cells of a block (the product of its list lengths), refused (ConfigError) when the
+    sweep would exceed :data:`MAX_CELLS`; nothing is expanded yet."""
+    lists = {"methods": block["methods"], **{f: block[f] for f in PARAM_DIMS if f in block},
+             "seeds": block["seeds"]}
+    n = math.prod(len(v) for v in lists.values())
+    if before + n > MAX_CELLS:
+        shape = " x ".join(f"{len(v)} {k}" for k, v in lists.items() if len(v) > 1)
+        raise ConfigError(f"{where} expands to {n} cells ({shape or '1'}), {before + n} in the "
+                          f"sweep so far; allowed: at most {MAX_CELLS} cells per sweep (split "
+                          "it into several sweeps)")
+    return n
 
 
 def _expand(block: Mapping[str, Any], options: Mapping[str, Any],

@@ -8,9 +8,14 @@
 Either way the results come back to this process, which writes every cell atomically
 (:mod:`bayesslr.sweep.storage`) the moment it arrives. Each cell carries its own seed, so the
 numbers do not depend on the backend or on the order of completion. A method that raises is
-recorded as a failed cell (``"Type: message"``) and the sweep goes on. SIGINT and SIGTERM stop
-the sweep between two writes: only the cells in flight are lost, and rerunning the same command
-resumes.
+recorded as a failed cell (``"Type: message"``) and the sweep goes on.
+
+Interrupts: SIGINT and SIGTERM only set a :class:`StopFlag` (:func:`interrupt_on_signals`);
+the executors look at it between cells and while they wait (every :data:`POLL_S` seconds),
+return without handing over anything more, and the runner then raises
+:class:`SweepInterrupted` from ordinary code. Finished cells are on disk; the cells in flight
+are discarded (dask futures cancelled, an in-process cell's thread abandoned); rerunning the
+same command resumes.
 
 Plugins: extra method families (tests register a tiny deterministic method this way) are
 modules or ``.py`` files named in ``$BAYESSLR_PLUGINS`` (separated by commas); they are imported
@@ -23,15 +28,22 @@ import contextlib
 import importlib
 import importlib.util
 import os
+import queue
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from bayesslr.methods import Cell, run_unit, units
-from bayesslr.sweep.storage import CellRecord, normalize_outputs
+from bayesslr.sweep.storage import (
+    CellRecord,
+    clean_text,
+    method_version,
+    normalize_outputs,
+)
 from bayesslr.task import ConfigError
 
 PLUGIN_ENV = "BAYESSLR_PLUGINS"
@@ -41,31 +53,90 @@ OnDone = Callable[[CellRecord], None]
 
 
 class SweepInterrupted(BaseException):
-    """Raised in the main thread when SIGINT or SIGTERM arrives during a sweep.
+    """Raised by the runner (never by a signal handler) when SIGINT or SIGTERM arrived.
 
     A ``BaseException`` (like ``KeyboardInterrupt``), so that the per-cell ``except Exception``
     that records method failures never swallows it.
+
+    Attributes
+    ----------
+    signum : int
+        The signal.
+    exit_code : int
+        ``128 + signum`` (130 for SIGINT, 143 for SIGTERM), the shell's convention.
     """
 
-    def __init__(self, signum: int) -> None:
-        super().__init__(f"interrupted by signal {signal.Signals(signum).name}")
+    def __init__(self, signum: int, detail: str = "") -> None:
+        name = signal.Signals(signum).name
+        super().__init__(f"interrupted by {name}" + (f" ({detail})" if detail else ""))
         self.signum = signum
+        self.exit_code = 128 + signum
+
+
+class StopFlag:
+    """Set by the signal handler, read by the runner and the executors at safe points.
+
+    The handler only stores the signal number (no exception, no lock, no I/O): raising from a
+    handler is lost whenever the signal lands in a finalizer or a C callback ("Exception
+    ignored ..."), and taking a lock there can deadlock against the interrupted code.
+    """
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self.consumed = False
+
+    def set(self, signum: int) -> None:
+        if self.signum is None:
+            self.signum = signum
+
+    def __bool__(self) -> bool:
+        return self.signum is not None
+
+    def check(self, detail: str = "") -> None:
+        """Raise :class:`SweepInterrupted` if a signal arrived."""
+        if self.signum is not None:
+            self.consumed = True
+            raise SweepInterrupted(self.signum, detail)
+
+
+# how often waits wake up to look at the flag (seconds): the latency of Ctrl-C
+POLL_S = 0.05
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 @contextlib.contextmanager
-def interrupt_on_signals() -> Iterator[None]:
-    """Turn SIGINT/SIGTERM into :class:`SweepInterrupted` for the duration of the block."""
-    def handler(signum: int, _frame: object) -> None:
-        raise SweepInterrupted(signum)
+def interrupt_on_signals() -> Iterator[StopFlag]:
+    """Catch SIGINT/SIGTERM into a :class:`StopFlag` for the duration of the block.
 
-    old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-    for s in old:
-        signal.signal(s, handler)
+    A signal that no safe point turned into :class:`SweepInterrupted` (it arrived after the
+    last one) is sent again, to the handler the caller had, when the block ends: it is never
+    lost. Also ignores SIGXFSZ (Python already does at start-up; made sure here), so that a
+    write past a file-size limit fails with ``EFBIG`` (reported as one line) instead of
+    killing the process. A signal the caller ignores (``SIG_IGN``: a shell starts background
+    jobs with SIGINT ignored) stays ignored. Outside the main thread no handler can be
+    installed: the flag then stays unset and interrupts reach the caller's own handlers.
+    """
+    flag = StopFlag()
+    if threading.current_thread() is not threading.main_thread():
+        yield flag
+        return
+
+    def handler(signum: int, _frame: object) -> None:
+        flag.set(signum)
+
+    old = {s: signal.getsignal(s) for s in (*STOP_SIGNALS, signal.SIGXFSZ)}
+    for s in STOP_SIGNALS:
+        if old[s] is not signal.SIG_IGN:  # ignored on purpose (a background job's SIGINT)
+            signal.signal(s, handler)
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     try:
-        yield
+        yield flag
     finally:
         for s, h in old.items():
-            signal.signal(s, h)
+            signal.signal(s, h if h is not None else signal.SIG_DFL)
+        if flag.signum is not None and not flag.consumed:
+            os.kill(os.getpid(), flag.signum)  # to the caller's handler
 
 
 # --------------------------------------------------------------------------------------------
@@ -99,16 +170,28 @@ def load_plugins(plugins: Sequence[str]) -> None:
 def execute_unit(cells: Sequence[Cell]) -> list[CellRecord]:
     """Run one unit of work (:func:`bayesslr.methods.units`: one cell, or cells its family
     runs together); an exception becomes failed records, never a crash of the sweep. The
-    unit's wall time is shared evenly by its cells."""
+    unit's wall time is shared evenly by its cells.
+
+    Each record carries the code version of its method *where it ran* (a remote worker with
+    other code shows up as stale when the sweep resumes).
+    """
     t0 = time.perf_counter()
+    versions = []
+    for c in cells:
+        try:
+            versions.append(method_version(c.method))
+        except Exception:  # an unknown family fails below, with its message
+            versions.append("")
     try:
         outs = [normalize_outputs(o) for o in run_unit(cells)]
     except Exception as exc:  # recorded per cell; the sweep goes on
-        text = " ".join(f"{type(exc).__name__}: {exc}".split())[:MAX_ERROR_CHARS]
+        text = clean_text(" ".join(f"{type(exc).__name__}: {exc}".split())[:MAX_ERROR_CHARS])
         dt = (time.perf_counter() - t0) / len(cells)
-        return [CellRecord(c, "failed", {}, text, dt) for c in cells]
+        return [CellRecord(c, "failed", {}, text, dt, v)
+                for c, v in zip(cells, versions, strict=True)]
     dt = (time.perf_counter() - t0) / len(cells)
-    return [CellRecord(c, "ok", o, "", dt) for c, o in zip(cells, outs, strict=True)]
+    return [CellRecord(c, "ok", o, "", dt, v)
+            for c, o, v in zip(cells, outs, versions, strict=True)]
 
 
 def execute_cell(cell: Cell) -> CellRecord:
@@ -117,7 +200,10 @@ def execute_cell(cell: Cell) -> CellRecord:
 
 
 def _remote_unit(cells: list[Cell], plugins: tuple[str, ...]) -> list[CellRecord]:
-    """What a dask worker runs: load the driver's plugins, then the unit."""
+    """What a dask worker runs: JAX set up as the driver's, the plugins, then the unit."""
+    from bayesslr.jaxconfig import configure_jax
+
+    configure_jax(host_devices=None)
     load_plugins(plugins)
     return execute_unit(cells)
 
@@ -125,34 +211,99 @@ def _remote_unit(cells: list[Cell], plugins: tuple[str, ...]) -> list[CellRecord
 class Executor(Protocol):
     """Runs cells and hands each finished record to ``on_done`` (in the calling thread).
 
-    :meth:`open` acquires the resources (a cluster connection) and may raise
-    :class:`~bayesslr.task.ConfigError`; the runner calls it before writing anything.
+    :meth:`check` validates cheaply and writes nothing (a scheduler address that nobody
+    listens at fails here, before the output directory is created); :meth:`open` acquires the
+    resources (a cluster) and may raise :class:`~bayesslr.task.ConfigError`. :meth:`run`
+    returns early, without calling ``on_done`` again, once ``stop`` is set: waits wake up
+    every :data:`POLL_S` seconds to look at it, and the cells in flight are discarded.
     """
 
     name: str
 
+    def check(self) -> None: ...
+
     def open(self) -> None: ...
 
-    def run(self, cells: Sequence[Cell], on_done: OnDone) -> None: ...
+    def run(self, cells: Sequence[Cell], on_done: OnDone, stop: StopFlag | None = None
+            ) -> None: ...
 
     def close(self) -> None: ...
 
 
+# threads of in-process cells abandoned at an interrupt (still computing; results discarded)
+_ABANDONED: list[threading.Thread] = []
+
+
+def abandoned_cells() -> list[threading.Thread]:
+    """Threads of in-process cells abandoned at an interrupt that are still running.
+
+    A process that exits while one runs must leave with :func:`os._exit` (the CLI does):
+    tearing down the interpreter under a thread that is inside compiled code can crash.
+    """
+    _ABANDONED[:] = [t for t in _ABANDONED if t.is_alive()]
+    return list(_ABANDONED)
+
+
 class InProcessExecutor:
-    """Cells one after another in this process."""
+    """Cells one after another in this process.
+
+    Each cell runs in a short-lived daemon thread while the calling thread waits for it,
+    waking every :data:`POLL_S` seconds to look at the stop flag, so that Ctrl-C stops a long
+    cell at once: the cell is abandoned (its thread finishes in the background, its result is
+    discarded) and nothing of it is written.
+    """
 
     name = "in-process"
+
+    def check(self) -> None:
+        return None
 
     def open(self) -> None:
         return None
 
-    def run(self, cells: Sequence[Cell], on_done: OnDone) -> None:
+    def run(self, cells: Sequence[Cell], on_done: OnDone, stop: StopFlag | None = None
+            ) -> None:
         for unit in units(cells):
-            for rec in execute_unit(unit):
+            if stop:
+                return
+            done, recs = call_interruptibly(execute_unit, unit, stop=stop,
+                                            name=f"bayesslr-cell-{unit[0].method}")
+            if not done:
+                return
+            for rec in recs:
                 on_done(rec)
 
     def close(self) -> None:
         return None
+
+
+def call_interruptibly(fn: Callable[..., Any], *args: Any, stop: StopFlag | None,
+                       name: str = "bayesslr-work") -> tuple[bool, Any]:
+    """Run ``fn(*args)`` in a daemon thread while this thread waits, waking every
+    :data:`POLL_S` seconds to look at ``stop``. Returns ``(True, result)``, or ``(False,
+    None)`` when ``stop`` was set first (the thread is abandoned: it finishes in the background
+    and its result is discarded). An exception of ``fn`` is raised here."""
+    box: queue.Queue = queue.Queue(maxsize=1)
+
+    def target() -> None:
+        try:
+            box.put((True, fn(*args)))
+        except BaseException as exc:  # noqa: BLE001  (re-raised in the waiting thread)
+            box.put((False, exc))
+
+    th = threading.Thread(target=target, daemon=True, name=name)
+    th.start()
+    while True:
+        try:
+            ok, value = box.get(timeout=POLL_S)
+            break
+        except queue.Empty:
+            if stop:
+                _ABANDONED.append(th)
+                return False, None
+    if not ok:
+        raise value
+    return True, value
 
 
 def _probe(address: str, timeout: float = 5.0) -> None:
@@ -204,6 +355,11 @@ class DaskExecutor:
                "distributed.admin.system-monitor.gil.enabled": False,
                "logging.distributed": "error"}
 
+    def check(self) -> None:
+        """A scheduler address must answer (cheap; nothing is started)."""
+        if self.scheduler is not None:
+            _probe(self.scheduler)
+
     def open(self) -> None:
         """Connect to the scheduler, or start the local cluster (workers are spawned)."""
         import dask
@@ -226,14 +382,19 @@ class DaskExecutor:
             self._client = Client(self._cluster)
 
     def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
-            self._client = None
-        if self._cluster is not None:
-            self._cluster.close()
-            self._cluster = None
+        """Close the client and, when this executor started it, the local cluster (its worker
+        processes end with it)."""
+        client, self._client = self._client, None
+        cluster, self._cluster = self._cluster, None
+        if client is not None:
+            with contextlib.suppress(Exception):
+                client.close(timeout=10)
+        if cluster is not None:
+            with contextlib.suppress(Exception):
+                cluster.close(timeout=20)
 
-    def run(self, cells: Sequence[Cell], on_done: OnDone) -> None:
+    def run(self, cells: Sequence[Cell], on_done: OnDone, stop: StopFlag | None = None
+            ) -> None:
         from distributed import as_completed
 
         from bayesslr.sweep.config import cell_key
@@ -242,31 +403,69 @@ class DaskExecutor:
         client = self._client
         plugins = plugin_names()
         futures = {}
-        for unit in units(cells):
-            fut = client.submit(_remote_unit, unit, plugins, pure=False,
-                                key=f"unit-{cell_key(unit[0])}")
-            futures[fut.key] = (fut, unit)
         try:
-            for fut in as_completed([f for f, _ in futures.values()]):
-                unit = futures[fut.key][1]
-                try:
-                    recs = fut.result()
-                except Exception as exc:  # worker died (KilledWorker) or lost
-                    text = " ".join(f"{type(exc).__name__}: {exc}".split())
-                    recs = [CellRecord(c, "failed", {}, text[:MAX_ERROR_CHARS]) for c in unit]
-                for rec in recs:
-                    on_done(rec)
-                fut.release()
+            for unit in units(cells):
+                if stop:
+                    return
+                fut = client.submit(_remote_unit, unit, plugins, pure=False,
+                                    key=f"unit-{cell_key(unit[0])}")
+                futures[fut.key] = (fut, unit)
+            ac = as_completed([f for f, _ in futures.values()])
+            while not ac.is_empty():
+                if stop:
+                    return
+                batch = ac.next_batch(block=False)
+                if not batch:
+                    time.sleep(POLL_S)
+                    continue
+                for fut in batch:
+                    if stop:  # results of a cluster being torn down are not trusted
+                        return
+                    unit = futures[fut.key][1]
+                    try:
+                        recs = fut.result()
+                    except Exception as exc:  # worker died (KilledWorker) or lost
+                        text = clean_text(" ".join(f"{type(exc).__name__}: {exc}".split()))
+                        recs = [CellRecord(c, "failed", {}, text[:MAX_ERROR_CHARS])
+                                for c in unit]
+                    for rec in recs:
+                        on_done(rec)
+                    fut.release()
         finally:
-            client.cancel([f for f, _ in futures.values()])
+            live = [f for f, _ in futures.values() if not f.done()]
+            if live:
+                with contextlib.suppress(Exception):
+                    client.cancel(live, force=True)
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (its CPU affinity; ``os.cpu_count()`` where unknown)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+WORKERS_PER_CORE = 4
+
+
+def max_local_workers() -> int:
+    """Most ``--workers`` accepted: :data:`WORKERS_PER_CORE` per usable core. Each local
+    worker is a process holding its own JAX runtime (a few hundred MB) running
+    single-threaded cells, so more workers than cores only adds memory and contention."""
+    return WORKERS_PER_CORE * usable_cores()
 
 
 def make_executor(workers: int | None, scheduler: str | None) -> Executor:
-    """In-process unless ``workers`` or ``scheduler`` is given."""
+    """In-process unless ``workers`` or ``scheduler`` is given (validated, nothing started)."""
     if workers is not None and scheduler is not None:
         raise ConfigError("--workers and --scheduler exclude each other; allowed: one of them")
-    if workers is not None and workers < 1:
-        raise ConfigError(f"workers={workers} is out of range; allowed: integer >= 1")
+    if workers is not None:
+        hi = max_local_workers()
+        if not 1 <= workers <= hi:
+            raise ConfigError(f"workers={workers} is out of range; allowed: integer from 1 to "
+                              f"{hi} ({WORKERS_PER_CORE} per usable core, {usable_cores()} "
+                              "here); use --scheduler for a bigger cluster")
     if scheduler is not None and not scheduler.startswith(("tcp://", "tls://", "inproc://",
                                                            "ws://", "wss://")):
         raise ConfigError(f"scheduler={scheduler!r} is not an address; allowed: tcp://host:port")

@@ -3,15 +3,30 @@
 Order of events (the guarantees of ``bayesslr run``):
 
 1. everything is validated first (config, methods, output path, the config already stored in
-   the directory, the cluster connection); a failure raises
+   the directory, the scheduler address); a failure raises
    :class:`~bayesslr.task.ConfigError` and nothing is written;
-2. finished cells are read back and skipped, the directory is prepared;
-3. the remaining cells run on the executor; each is written atomically as it arrives;
-4. the dataset is assembled from every finished cell and written atomically.
+2. the directory's exclusive lock is taken for the rest of the run
+   (:class:`~bayesslr.sweep.storage.DirectoryLock`): a second run on it is refused with
+   :class:`~bayesslr.sweep.storage.DirectoryBusy`, naming the holder's pid;
+3. the stored cells are scanned: finished ones are reused, corrupt ones (unreadable, or
+   failing their checksum) and, unless ``keep_stale``, stale ones (computed by another code
+   version of their method) are queued again and reported, one line each, through ``log``;
+4. the remaining cells run on the executor; each is written atomically as it arrives;
+5. the dataset is assembled from every finished cell and written atomically, then the
+   manifest.
+
+SIGINT/SIGTERM only set a flag (:func:`~bayesslr.sweep.executors.interrupt_on_signals`); the
+run stops at the next safe point (between cells, or within
+:data:`~bayesslr.sweep.executors.POLL_S` seconds while waiting for one) and raises
+:class:`~bayesslr.sweep.executors.SweepInterrupted`: the finished cells are on disk, the ones
+in flight are discarded, no temporary file is left. A write that fails (disk full, quota,
+permissions, file-size limit) stops the run with
+:class:`~bayesslr.sweep.storage.StoreError`, the cells written before it intact.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,7 +35,7 @@ from bayesslr.sweep.config import SweepConfig, cell_key
 from bayesslr.sweep.dataset import build_dataset
 from bayesslr.sweep.executors import Executor, InProcessExecutor, interrupt_on_signals
 from bayesslr.sweep.progress import SweepProgress
-from bayesslr.sweep.storage import CellRecord, ResultStore, write_netcdf_atomic
+from bayesslr.sweep.storage import CellRecord, ResultStore, ResumeScan, write_netcdf_atomic
 
 
 @dataclass(frozen=True)
@@ -41,6 +56,11 @@ class RunSummary:
         The dataset file.
     executor : str
         Which executor ran the cells.
+    corrupt : int
+        Stored cell files found corrupt (unreadable or failing their checksum), recomputed.
+    stale : int
+        Stored cells computed by another code version of their method (recomputed unless
+        ``keep_stale``).
     """
 
     total: int
@@ -49,6 +69,8 @@ class RunSummary:
     failed: int
     dataset: Path
     executor: str
+    corrupt: int = 0
+    stale: int = 0
 
 
 def prepare_run(cfg: SweepConfig, out: str | Path, *, force: bool = False) -> ResultStore:
@@ -59,25 +81,45 @@ def prepare_run(cfg: SweepConfig, out: str | Path, *, force: bool = False) -> Re
 
 
 def run_sweep(cfg: SweepConfig, out: str | Path, executor: Executor | None = None, *,
-              force: bool = False, progress: bool = True) -> RunSummary:
+              force: bool = False, progress: bool = True, keep_stale: bool = False,
+              log: Callable[[str], None] | None = None) -> RunSummary:
     """Run (or resume) ``cfg`` into ``out``; see the module docstring.
+
+    Parameters
+    ----------
+    keep_stale : bool
+        Reuse stored cells computed by another code version of their method (default: they
+        are recomputed).
+    log : callable, optional
+        Receives one line per anomaly found when resuming (corrupt files, stale cells).
 
     Raises
     ------
     ConfigError
-        Before any write, when ``out`` cannot be used.
+        Before any write, when ``out`` cannot be used; ``DirectoryBusy`` when another run
+        holds it.
     SweepInterrupted
         On SIGINT/SIGTERM; every cell finished so far is on disk.
+    StoreError
+        When a file cannot be written; every cell written before is on disk.
     """
     executor = executor or InProcessExecutor()
-    store = prepare_run(cfg, out, force=force)
-    todo, done = store.pending(cfg.cells)  # read-only
-    reused = len(done)
-    records: dict[str, CellRecord] = dict(done)
-    with interrupt_on_signals():
+    store = prepare_run(cfg, out, force=force)  # read-only
+    executor.check()  # read-only (a scheduler that does not answer fails here)
+    with interrupt_on_signals() as stop, store.lock():
+        store.check_config(cfg, force=force)  # again, now that nobody else can write here
+        scan: ResumeScan = store.scan(cfg.cells, keep_stale=keep_stale)
+        for line in scan.messages():
+            if log is not None:
+                log(line)
+        records: dict[str, CellRecord] = dict(scan.done)
+        reused = len(scan.done)
+        todo = scan.todo
+        stop.check()
         try:
             if todo:
                 executor.open()  # a cluster that cannot be reached fails before any write
+            stop.check()
             store.prepare(cfg)
             with SweepProgress(len(cfg.cells), reused, cfg.name, enabled=progress) as bar:
                 def on_done(rec: CellRecord) -> None:
@@ -86,15 +128,18 @@ def run_sweep(cfg: SweepConfig, out: str | Path, executor: Executor | None = Non
                     bar.advance(failed=rec.status != "ok")
 
                 if todo:
-                    executor.run(todo, on_done)
+                    executor.run(todo, on_done, stop)
         finally:
             executor.close()
+        stop.check()
 
-    ordered = [records[cell_key(c)] for c in cfg.cells if cell_key(c) in records]
-    ds = build_dataset(cfg, ordered)
-    write_netcdf_atomic(ds, store.dataset_path)
-    store.write_manifest(cfg, ordered, {"bayesslr_version": bayesslr.__version__,
-                                        "executor": executor.name,
-                                        "git_revision": ds.attrs["git_revision"]})
+        ordered = [records[cell_key(c)] for c in cfg.cells if cell_key(c) in records]
+        ds = build_dataset(cfg, ordered)
+        write_netcdf_atomic(ds, store.dataset_path)
+        store.write_manifest(cfg, ordered, {"bayesslr_version": bayesslr.__version__,
+                                            "executor": executor.name,
+                                            "git_revision": ds.attrs["git_revision"]})
+        stop.check("arrived after the dataset was written")
     return RunSummary(len(cfg.cells), reused, len(todo),
-                      sum(r.status != "ok" for r in ordered), store.dataset_path, executor.name)
+                      sum(r.status != "ok" for r in ordered), store.dataset_path,
+                      executor.name, scan.corrupt, scan.stale)

@@ -283,7 +283,9 @@ def _on_path(alpha: float, path: list[float]) -> float:
                                "solve that found it, and the channel error)"),
               ("exact_calls", "how many of update_calls explored from the cold starts"),
               ("vh_gap_k", "Hessian minus Stein-free Vh_k", "1", "vh_gap_k_stderr"),
+              ("vh_gap_k_stderr", "Monte Carlo standard error of vh_gap_k"),
               ("vh_gap_v", "Hessian minus Stein-free Vh_v", "1", "vh_gap_v_stderr"),
+              ("vh_gap_v_stderr", "Monte Carlo standard error of vh_gap_v"),
               ("start", "start of the branch reported", ""),
               ("branches", "every continuation sweep's test_error, objective and converged "
                            "at this alpha (JSON)", ""),

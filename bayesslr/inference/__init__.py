@@ -1,0 +1,1 @@
+"""Inference algorithms on the SLR posterior, scored against a Bayes-optimal reference."""

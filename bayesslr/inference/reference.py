@@ -1,0 +1,423 @@
+"""Ground truth of the inference benchmark: the Bayes-optimal test error of each task.
+
+Two sources (spec sections 5 and 6):
+
+* **finite D (D <= 200)**: long NUTS runs on the task itself, posteriordb's practice. Per task
+  (setting, ``D``, ``alpha``, seed, ``n_test``) the builder runs ``chains`` chains started at
+  the teacher (an exact posterior draw in this planted setting, so these chains are at
+  equilibrium from step 0) and as many from independent prior draws, with long warm-up and
+  many draws; the reference predictor is the exact posterior-mean predictor of the teacher-start
+  draws (spec section 6) on the task's fresh test set, and its predictions on that test set are
+  stored, so that an algorithm run on the same seed and ``n_test`` is compared *paired*
+  (:func:`bayesslr.inference.evaluate.score`). Checked and stored with it: split R-hat and
+  bulk/tail ESS of the teacher-start chains, divergences, the Monte Carlo bias of the
+  finite-draw predictor (half the chains against all of them: a predictor from ``S`` draws
+  exceeds the infinite-draw error by about ``c / S``, so ``bias = err(S/2) - err(S)``), and the
+  disagreement with the random-start chains (their error, the paired excess, the predictive
+  mean squared difference and the pooled R-hat) -- random starts that stay in a worse mode are
+  the benchmark's point, not a failure of the reference;
+* **large D**: the state evolution (``theory_bayes``, spec section 5), the Bayes-optimal error as
+  ``D -> inf`` at fixed ``alpha``, with its Monte Carlo standard error. At finite ``D`` it differs
+  from a task's own Bayes error by finite-size and teacher-norm fluctuations (compare
+  ``excess_over_oracle`` there).
+
+The shipped dataset is ``bayesslr/data/inference_reference.nc`` (package data): one row per task
+(dimension ``task``), the reference predictions (dimension ``test``), the state-evolution values
+per setting and ``alpha`` (dimension ``theory``), and provenance attrs (settings, seeds, sizes,
+code revision, when). Build or extend it with::
+
+    nice -n 10 python -m bayesslr.inference.reference build --work DIR [--only D=100]
+    python -m bayesslr.inference.reference assemble --work DIR --out bayesslr/data/...
+
+``build`` is resumable: each task is written to ``DIR`` as it finishes and skipped when present.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import importlib.resources
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+
+from bayesslr.bayes import arviz_adapter
+from bayesslr.bayes.model import model_spec
+from bayesslr.bayes.sampler import SamplerOptions, init_params, sample_posterior
+from bayesslr.inference.evaluate import per_input_errors, predict_draws, task_data
+from bayesslr.task import ConfigError, TaskConfig, make_task
+
+REFERENCE_FILE = "inference_reference.nc"
+REFERENCE_MAX_D = 200
+# thresholds of the reference's own checks (documented in docs/inference.md)
+REF_RHAT_MAX = 1.01
+REF_ESS_MIN = 400.0
+
+
+@dataclass(frozen=True)
+class RefTask:
+    """One task of the reference set.
+
+    Attributes
+    ----------
+    variant, L, nu, delta : task setting (spec section 1).
+    D : int
+    alpha : float
+    seed : int
+    n_test : int
+        Test inputs of the stored predictions (an algorithm must use the same to be paired).
+    """
+
+    variant: str
+    L: str
+    nu: float
+    delta: float
+    D: int
+    alpha: float
+    seed: int
+    n_test: int = 4000
+
+    @property
+    def N(self) -> int:
+        return max(1, int(round(self.alpha * self.D)))
+
+    def task(self) -> TaskConfig:
+        return make_task(self.variant, L=self.L, nu=self.nu, delta=self.delta, D=self.D)
+
+    def key(self) -> str:
+        return (f"{self.variant}-L{self.L}-nu{self.nu:g}-delta{self.delta:g}-D{self.D}-"
+                f"alpha{self.alpha:g}-seed{self.seed}-ntest{self.n_test}")
+
+
+@dataclass(frozen=True)
+class RefSettings:
+    """NUTS settings of the reference runs (per start)."""
+
+    chains: int = 4
+    warmup: int = 1000
+    draws: int = 2000
+    random_warmup: int = 500
+    random_draws: int = 1000
+    target_accept: float = 0.9
+
+
+# the tasks the inference presets use (spec-section-6 settings of the issue: spiked L = 3,
+# nu = 2, Delta = 0.01 at alpha = 2, 5; the hard window of the state evolution at Delta = 1e-4,
+# alpha = 1.2, where the uninformed branch persists: theory_bayes hard range 1.175-1.225)
+def preset_tasks() -> list[RefTask]:
+    """The reference set in build order (the cheap and most-used tasks first)."""
+    out = []
+    for seed in (0, 1, 2):
+        for D in (50, 100):
+            for alpha in (2.0, 5.0):
+                out.append(RefTask("spiked", "3", 2.0, 0.01, D, alpha, seed))
+        if seed < 2:
+            for D in (50, 100):
+                out.append(RefTask("spiked", "3", 2.0, 1e-4, D, 1.2, seed))
+    return out
+
+
+THEORY_POINTS: tuple[tuple[str, str, float, float, float], ...] = tuple(
+    [("spiked", "3", 2.0, 0.01, a) for a in (1.0, 1.2, 1.5, 2.0, 3.0, 5.0, 8.0)]
+    + [("spiked", "3", 2.0, 1e-4, a) for a in (1.0, 1.1, 1.15, 1.2, 1.25, 1.5, 2.0, 5.0)])
+
+
+def git_revision() -> str:
+    try:
+        root = Path(__file__).resolve().parents[2]
+        rev = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
+                             text=True, timeout=10)
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--",
+                                "bayesslr"], capture_output=True, text=True, timeout=10)
+        return rev.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+# ------------------------------------------------------------------------------------------
+# building
+# ------------------------------------------------------------------------------------------
+def _halves_bias(spec, k, v, data, task, err_all: float) -> float:
+    """``err(first half of the chains) - err(all)``: the finite-draw bias of the pooled
+    predictor (a ``c/S`` bias halves when ``S`` doubles, so this is its size at ``S``)."""
+    c = k.shape[0]
+    if c < 2:
+        return float("nan")
+    h = c // 2
+    errs = []
+    for part in (slice(0, h), slice(h, c)):
+        kk = k[part].reshape(-1, k.shape[-1])
+        vv = v[part].reshape(-1, v.shape[-1])
+        y, _ = predict_draws(spec, kk, vv, data.test)
+        errs.append(float(np.mean(per_input_errors(task, data.teacher, data.test, y))))
+    return float(np.mean(errs) - err_all)
+
+
+def build_task(t: RefTask, settings: RefSettings) -> dict[str, Any]:
+    """Run the reference chains of one task and measure everything stored about it."""
+    task = t.task()
+    spec = model_spec(task)
+    data = task_data(task, t.seed, t.N, t.n_test)
+    kalg = jax.random.fold_in(data.key, 1001)  # not the algorithms' fold_in(key, 1)
+    k_t, k_r, k_init = jax.random.split(kalg, 3)
+    opt_t = SamplerOptions(chains=settings.chains, warmup=settings.warmup, draws=settings.draws,
+                           target_accept=settings.target_accept)
+    res_t = sample_posterior(k_t, spec, data.train, opt_t, init="teacher",
+                             start=init_params(k_init, "teacher", settings.chains, t.D,
+                                               data.teacher))
+    kf, vf = res_t.flat()
+    y_ref, _ = predict_draws(spec, kf, vf, data.test)
+    e_ref = np.asarray(per_input_errors(task, data.teacher, data.test, y_ref), np.float64)
+    n = e_ref.size
+    from bayesslr.metrics import test_errors
+
+    err = test_errors(task, data.teacher, data.test, y_ref)
+    bias = _halves_bias(spec, res_t.k, res_t.v, data, task, float(e_ref.mean()))
+
+    opt_r = SamplerOptions(chains=settings.chains, warmup=settings.random_warmup,
+                           draws=settings.random_draws, target_accept=settings.target_accept)
+    res_r = sample_posterior(k_r, spec, data.train, opt_r, init="random",
+                             start=init_params(k_init, "random", settings.chains, t.D))
+    kr, vr = res_r.flat()
+    y_r, _ = predict_draws(spec, kr, vr, data.test)
+    e_r = np.asarray(per_input_errors(task, data.teacher, data.test, y_r), np.float64)
+    d = e_r - e_ref
+    m = min(res_t.k.shape[1], res_r.k.shape[1])  # the last m draws of every chain
+    pooled = arviz_adapter.diagnostics({"k": np.concatenate([res_t.k[:, -m:], res_r.k[:, -m:]]),
+                                        "v": np.concatenate([res_t.v[:, -m:], res_r.v[:, -m:]])})
+    checks = []
+    if not res_t.r_hat_max <= REF_RHAT_MAX:
+        checks.append(f"r_hat_max={res_t.r_hat_max:.3f} > {REF_RHAT_MAX}")
+    if not res_t.ess_bulk_min >= REF_ESS_MIN:
+        checks.append(f"ess_bulk_min={res_t.ess_bulk_min:.0f} < {REF_ESS_MIN:g}")
+    return {
+        **asdict(t), "key": t.key(), "N": t.N,
+        "test_error": float(e_ref.mean()), "stderr": float(e_ref.std(ddof=1) / math.sqrt(n)),
+        "oracle_error": err.oracle_error, "excess_over_oracle": err.excess_over_oracle,
+        "excess_over_oracle_stderr": err.excess_over_oracle_stderr,
+        "mc_bias": bias,
+        "r_hat_max": res_t.r_hat_max, "ess_bulk_min": res_t.ess_bulk_min,
+        "ess_tail_min": res_t.ess_tail_min, "divergences": res_t.divergences,
+        "grad_evals": res_t.grad_evals, "runtime_s": res_t.runtime_s,
+        "step_size_mean": float(np.mean(res_t.step_size)),
+        "checks_passed": not checks, "checks": "; ".join(checks) or "ok",
+        "random_test_error": float(e_r.mean()),
+        "random_excess_over_reference": float(d.mean()),
+        "random_excess_over_reference_stderr": float(d.std(ddof=1) / math.sqrt(n)),
+        "random_disagreement": float(np.mean((y_r - y_ref) ** 2)),
+        "random_r_hat_max": res_r.r_hat_max, "random_ess_bulk_min": res_r.ess_bulk_min,
+        "random_grad_evals": res_r.grad_evals, "random_runtime_s": res_r.runtime_s,
+        "pooled_r_hat_max": pooled["r_hat_max"],
+        "y_hat": y_ref.tolist(),
+    }
+
+
+def build_theory(point: tuple[str, str, float, float, float]) -> dict[str, Any]:
+    """The state evolution at one setting and ``alpha`` (both starts; spec section 5)."""
+    from bayesslr.theory.bayes import BayesTheoryOptions, compare_branches, solve_bayes
+
+    variant, L, nu, delta, alpha = point
+    task = make_task(variant, L=L, nu=nu, delta=delta, D=1)
+    opt = BayesTheoryOptions(seed=0)
+    inf = solve_bayes(task, alpha, opt, start="informed")
+    unf = solve_bayes(task, alpha, opt, start="uninformed")
+    p = compare_branches(alpha, inf, unf)
+    return {"variant": variant, "L": L, "nu": nu, "delta": delta, "alpha": alpha,
+            "test_error": p.best.test_error, "stderr": p.best.stderr,
+            "test_error_uninformed": unf.test_error, "test_error_informed": inf.test_error,
+            "branches_differ": p.branches_differ, "hard_phase": p.hard_phase,
+            "converged": bool(p.best.converged), "samples": opt.samples}
+
+
+def build(work: Path, tasks: list[RefTask], settings: RefSettings, *,
+          theory: bool = True) -> None:
+    """Resumable build: each task (and the theory table) is a JSON file in ``work``."""
+    work.mkdir(parents=True, exist_ok=True)
+    meta = work / "settings.json"
+    if not meta.exists():
+        meta.write_text(json.dumps({"settings": asdict(settings), "started": time.strftime(
+            "%Y-%m-%dT%H:%M:%S"), "git_revision": git_revision()}))
+    if theory and not (work / "theory.json").exists():
+        rows = [build_theory(p) for p in THEORY_POINTS]
+        _atomic_write(work / "theory.json", json.dumps(rows))
+        print(f"theory: {len(rows)} points", flush=True)
+    for t in tasks:
+        f = work / f"{t.key()}.json"
+        if f.exists():
+            continue
+        t0 = time.perf_counter()
+        row = build_task(t, settings)
+        row["wall_s"] = time.perf_counter() - t0
+        row["load_avg"] = os.getloadavg()[0]
+        _atomic_write(f, json.dumps(row))
+        print(f"{t.key()}: err {row['test_error']:.4f} +- {row['stderr']:.4f} bias "
+              f"{row['mc_bias']:.4f} rhat {row['r_hat_max']:.3f} ess {row['ess_bulk_min']:.0f}"
+              f" random {row['random_test_error']:.4f} ({row['wall_s']:.0f} s)", flush=True)
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def assemble(work: Path, out: Path) -> Path:
+    """Collect the task files of ``work`` into the reference netCDF dataset ``out``."""
+    import xarray as xr
+
+    rows = [json.loads(f.read_text()) for f in sorted(work.glob("*.json"))
+            if f.name not in {"settings.json", "theory.json"}]
+    if not rows:
+        raise ConfigError(f"work={str(work)!r} holds no finished task; run build first")
+    n_test = max(len(r["y_hat"]) for r in rows)
+    yh = np.full((len(rows), n_test), np.nan)
+    for i, r in enumerate(rows):
+        yh[i, :len(r["y_hat"])] = r["y_hat"]
+    cols = [k for k in rows[0] if k != "y_hat"]
+    data = {c: ("task", np.asarray([r[c] for r in rows])) for c in cols}
+    data["y_hat"] = (("task", "test"), yh)
+    th = json.loads((work / "theory.json").read_text()) if (work / "theory.json").exists() else []
+    for c in (th[0] if th else {}):
+        data[f"theory_{c}"] = ("theory", np.asarray([r[c] for r in th]))
+    meta = json.loads((work / "settings.json").read_text())
+    ds = xr.Dataset(data)
+    ds.attrs.update({
+        "title": "bayesslr inference benchmark: Bayes-optimal reference errors",
+        "method": "exact posterior-mean predictor (spec section 6) of long NUTS runs started at "
+                  "the teacher; random-start chains for the disagreement check; state "
+                  "evolution (spec section 5) per setting and alpha",
+        "settings": json.dumps(meta["settings"]),
+        "check_thresholds": json.dumps({"r_hat_max": REF_RHAT_MAX,
+                                        "ess_bulk_min": REF_ESS_MIN}),
+        "git_revision": meta.get("git_revision", "unknown"),
+        "assembled_git_revision": git_revision(),
+        "started": meta.get("started", ""),
+        "assembled": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "jax_version": jax.__version__,
+        "sizes": json.dumps({"tasks": len(rows), "n_test": n_test}),
+    })
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(".tmp.nc")
+    enc = {v: {"compression": "gzip", "compression_opts": 4} for v in ("y_hat",)}
+    ds.to_netcdf(tmp, engine="h5netcdf", encoding=enc)
+    os.replace(tmp, out)
+    return out
+
+
+# ------------------------------------------------------------------------------------------
+# lookup
+# ------------------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=1)
+def load_reference(path: str | None = None):
+    """The reference dataset (the packaged one unless ``path``), loaded in memory, or None."""
+    import xarray as xr
+
+    if path is None:
+        res = importlib.resources.files("bayesslr") / "data" / REFERENCE_FILE
+        if not res.is_file():
+            return None
+        with importlib.resources.as_file(res) as p, xr.open_dataset(p, engine="h5netcdf") as ds:
+            return ds.load()
+    with xr.open_dataset(path, engine="h5netcdf") as ds:
+        return ds.load()
+
+
+def _match(ds, prefix: str, dim: str, **want) -> int | None:
+    if ds is None or dim not in ds.dims:
+        return None
+    ok = np.ones(ds.sizes[dim], bool)
+    for k, v in want.items():
+        col = ds[f"{prefix}{k}"].values
+        if isinstance(v, str):
+            ok &= np.asarray([str(c) == v for c in col])
+        else:
+            ok &= np.isclose(col.astype(float), float(v), rtol=1e-9, atol=0.0)
+    idx = np.flatnonzero(ok)
+    return int(idx[0]) if idx.size else None
+
+
+@functools.lru_cache(maxsize=64)
+def theory_reference(variant: str, L: str, nu: float, delta: float, alpha: float,
+                     solve: bool = True) -> dict[str, Any] | None:
+    """State-evolution reference at one setting and ``alpha``: stored, or solved now (unless
+    ``solve`` is false: then None)."""
+    ds = load_reference()
+    i = _match(ds, "theory_", "theory", variant=variant, L=L, nu=nu, delta=delta, alpha=alpha)
+    if i is not None:
+        row = {k[7:]: ds[k].values[i].item() for k in ds.data_vars if k.startswith("theory_")}
+    elif not solve:
+        return None
+    else:
+        row = build_theory((variant, L, float(nu), float(delta), float(alpha)))
+    return {"test_error": row["test_error"], "stderr": row["stderr"],
+            "source": "state_evolution", "hard_phase": bool(row["hard_phase"]),
+            "branches_differ": bool(row["branches_differ"])}
+
+
+def lookup(task: TaskConfig, alpha: float, seed: int, n_test: int, *,
+           theory: bool = True, solve: bool = True) -> dict[str, Any] | None:
+    """The reference of a cell: the stored long-NUTS one of this very task when there is one
+    (with its test-set predictions when ``n_test`` matches), else the state evolution
+    (``theory``; solved now when not stored, unless ``solve`` is false), else None."""
+    ds = load_reference()
+    L = task.length.label()
+    if task.D <= REFERENCE_MAX_D:
+        i = _match(ds, "", "task", variant=task.variant, L=L, nu=task.nu, delta=task.delta,
+                   D=task.D, alpha=alpha, seed=seed)
+        if i is not None:
+            row = ds.isel(task=i)
+            same = int(row["n_test"]) == int(n_test)
+            return {"test_error": float(row["test_error"]), "stderr": float(row["stderr"]),
+                    "source": "nuts_long", "checks_passed": bool(row["checks_passed"]),
+                    "y_hat": (row["y_hat"].values[:n_test] if same else None)}
+    if not theory or math.isinf(task.nu):
+        return None
+    return theory_reference(task.variant, L, float(task.nu), float(task.delta), float(alpha),
+                            solve)
+
+
+# ------------------------------------------------------------------------------------------
+# command line
+# ------------------------------------------------------------------------------------------
+def _select(tasks: list[RefTask], only: list[str]) -> list[RefTask]:
+    for cond in only:
+        k, _, v = cond.partition("=")
+        tasks = [t for t in tasks if str(getattr(t, k)) == v or (
+            isinstance(getattr(t, k), float) and float(v) == getattr(t, k))]
+    return tasks
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bayesslr.inference.reference")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("build", help="run the reference chains (resumable)")
+    b.add_argument("--work", required=True, type=Path)
+    b.add_argument("--only", action="append", default=[], help="field=value filter, repeatable")
+    b.add_argument("--no-theory", action="store_true")
+    a = sub.add_parser("assemble", help="collect finished tasks into the netCDF dataset")
+    a.add_argument("--work", required=True, type=Path)
+    a.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "data"
+                   / REFERENCE_FILE)
+    args = ap.parse_args(argv)
+    from bayesslr.jaxconfig import configure_jax
+
+    configure_jax()  # the persistent compilation cache, as the bayesslr command sets it up
+    if args.cmd == "build":
+        build(args.work, _select(preset_tasks(), args.only), RefSettings(),
+              theory=not args.no_theory)
+    else:
+        print(assemble(args.work, args.out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,360 @@
+"""Figures and tables of the inference benchmark (issue 13; spec sections 5 and 6).
+
+Everything starts from a *tidy table* (:func:`tidy`): one row per cell of the ``inference``
+family (and of the other families set on the same leaderboard, :data:`LEADERBOARD_FAMILIES`),
+with the method name split into ``algorithm``, ``start`` and ``budget``. Then:
+
+* :func:`error_vs_cost`: excess test error over the Bayes-optimal reference against the
+  gradient evaluations actually used, one line per algorithm and start (budgets joined), one
+  panel per task setting;
+* :func:`leaderboard`: the table at one budget: error, excess over the reference, cost (gradient
+  evaluations, run and compile seconds), and how many seeds converged / reached the reference;
+* :func:`trapped`: which algorithms are trapped where: the excess over the reference in units
+  of its standard error, per algorithm and setting, at the largest budget.
+
+Reductions, stated once: seeds are averaged; the error bar is the standard error over seeds
+(the cell's own standard error when there is one seed). A family without draws of its own
+(``erm``, ``amp``) gets ``excess_over_reference`` from the stored reference here, unpaired.
+Figures are built without pyplot and raise :class:`~bayesslr.report.figures.NothingToPlot`
+when the table holds nothing they draw.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.ticker import NullFormatter
+
+from bayesslr.report.figures import NothingToPlot
+
+# families set on the leaderboard beside ``inference``: adding GAMP is adding "amp" here (and
+# to the preset's methods)
+LEADERBOARD_FAMILIES: tuple[str, ...] = ("inference", "erm", "amp")
+SETTING = ("variant", "L", "nu", "delta", "alpha", "D")
+ALGO_COLORS = {"nuts": "C0", "hmc": "C1", "gibbs": "C2", "dgibbs": "C9", "advi": "C3",
+               "lowrank": "C4", "map": "C5", "smc": "C6", "erm": "C7", "amp": "C8"}
+START_STYLES = {"teacher": ":", "random": "-", "anneal": "--", "prior": "-", "": "-."}
+START_MARKERS = {"teacher": "s", "random": "o", "anneal": "^", "prior": "D"}
+COLUMNS = ("test_error", "stderr", "excess_over_reference", "excess_over_reference_stderr",
+           "excess_over_oracle", "excess_over_oracle_stderr", "reference_error",
+           "reference_source", "grad_evals", "compile_s", "run_s", "converged", "reason",
+           "reaches_reference", "lam")
+
+
+def split_method(method: str) -> tuple[str, str, float]:
+    """``inference:nuts-random-1e5`` -> ``("nuts", "random", 1e5)``; other families give
+    ``(family or activation label, "", nan)``."""
+    family, _, suffix = method.partition(":")
+    if family == "inference":
+        alg, start, tier = suffix.split("-")
+        return alg, start, float(tier)
+    return (family if not suffix else f"{family}:{suffix}"), "", math.nan
+
+
+# ------------------------------------------------------------------------------------------
+# the tidy table
+# ------------------------------------------------------------------------------------------
+def tidy(source: Any) -> pd.DataFrame:
+    """One row per leaderboard cell.
+
+    Parameters
+    ----------
+    source
+        A results directory or ``dataset.nc`` written by ``bayesslr run`` (the family groups
+        ``inference``, ``erm``, ``amp``), a directory of JSON cell records, or an iterable of
+        cell records
+        ``{"cell": {...}, "status": "ok", "result": {...}}``, or a DataFrame already tidy.
+    """
+    if isinstance(source, pd.DataFrame):
+        return source
+    if isinstance(source, str | Path):
+        p = Path(source)
+        if p.is_dir() and not (p / "dataset.nc").exists() and any(p.glob("*.json")):
+            return tidy(records_from_dir(p))
+        rows = list(_rows_from_dataset(p))
+    else:
+        rows = [_row(r["cell"], r["result"]) for r in source if r.get("status", "ok") == "ok"]
+    if not rows:
+        raise NothingToPlot("no inference (or erm, amp) results in the source")
+    df = pd.DataFrame(rows)
+    return _with_reference(df)
+
+
+def _row(cell: Mapping[str, Any], res: Mapping[str, Any]) -> dict[str, Any]:
+    alg, start, budget = split_method(cell["method"])
+    row = {"method": cell["method"], "algorithm": alg, "start": start, "budget": budget,
+           "seed": int(cell.get("seed", 0))}
+    for k in SETTING:
+        row[k] = cell.get(k)
+    row["nu"] = float(row["nu"]) if row["nu"] is not None else math.nan
+    row["L"] = str(row["L"])
+    for k in COLUMNS:
+        row[k] = res.get(k, cell.get(k) if k == "lam" else None)
+    return row
+
+
+def _rows_from_dataset(path: Path) -> Iterable[dict[str, Any]]:
+    import xarray as xr
+
+    f = path / "dataset.nc" if path.is_dir() else path
+    if not f.exists():
+        raise NothingToPlot(f"{path} holds no dataset.nc")
+    for family in LEADERBOARD_FAMILIES:
+        try:
+            ds = xr.open_dataset(f, group=family, engine="h5netcdf").load()
+        except (OSError, KeyError, ValueError):
+            continue
+        keep = [v for v in COLUMNS if v in ds.data_vars]
+        if "status" in ds:
+            keep.append("status")
+        frame = ds[keep].to_dataframe().reset_index()
+        if "status" in frame:
+            frame = frame[frame["status"].astype(str) == "ok"]
+        frame = frame.dropna(subset=["test_error"])
+        for rec in frame.to_dict("records"):
+            cell = {k: rec.get(k) for k in ("method", "seed", *SETTING, "lam")}
+            yield _row(cell, rec)
+
+
+def _with_reference(df: pd.DataFrame) -> pd.DataFrame:
+    """Fill ``excess_over_reference`` of families that do not compute it (unpaired)."""
+    from bayesslr.inference import reference as ref
+    from bayesslr.task import make_task
+
+    df = df.copy()
+    need = df["excess_over_reference"].isna() if "excess_over_reference" in df else (
+        pd.Series(True, index=df.index))
+    for i in df.index[need]:
+        r = df.loc[i]
+        if not all(_finite(r[k]) for k in ("alpha", "D", "nu", "delta")) or math.isinf(r["nu"]):
+            continue  # no task to look up (population or sqrtND-sized cells, nu = inf)
+        task = make_task(r["variant"], L=r["L"], nu=r["nu"], delta=r["delta"], D=int(r["D"]))
+        look = ref.lookup(task, float(r["alpha"]), int(r["seed"]), -1, solve=False)
+        if look is None:
+            continue
+        df.loc[i, "reference_error"] = look["test_error"]
+        df.loc[i, "reference_source"] = look["source"]
+        df.loc[i, "excess_over_reference"] = float(r["test_error"]) - look["test_error"]
+        df.loc[i, "excess_over_reference_stderr"] = math.hypot(float(r["stderr"]),
+                                                               look["stderr"])
+    return df
+
+
+def _finite(x: Any) -> bool:
+    try:
+        return x is not None and not math.isnan(float(x))
+    except (TypeError, ValueError):
+        return False
+
+
+def best_lam(df: pd.DataFrame) -> pd.DataFrame:
+    """ERM rows: keep, per method and setting, the ``lam`` with the lowest seed-mean error (the
+    paper's grid search, spec section 4)."""
+    is_erm = df["algorithm"].astype(str).str.startswith("erm")
+    erm = df[is_erm].copy()
+    if erm.empty or "lam" not in erm:
+        return df
+    keys = ["method", *SETTING]
+    erm["_setting"] = ["|".join(map(str, t)) for t in erm[keys].itertuples(index=False)]
+    means = erm.groupby(["_setting", "lam"])["test_error"].mean()
+    best = set(means.groupby(level=0).idxmin().tolist())
+    keep = erm[[(k, lam) in best for k, lam in zip(erm["_setting"], erm["lam"], strict=True)]]
+    return pd.concat([df[~is_erm], keep.drop(columns="_setting")], ignore_index=True)
+
+
+def summarize(df: pd.DataFrame) -> pd.DataFrame:
+    """Seed means per method and setting, with standard errors over seeds (or the cell's own
+    when one seed), the convergence and reach counts."""
+    df = best_lam(tidy(df))
+    keys = ["method", "algorithm", "start", "budget", *SETTING]
+    out = []
+    for key, g in df.groupby(keys, dropna=False):
+        n = len(g)
+        row = dict(zip(keys, key, strict=True))
+        for v, own in (("test_error", "stderr"),
+                       ("excess_over_reference", "excess_over_reference_stderr"),
+                       ("excess_over_oracle", "excess_over_oracle_stderr")):
+            x = pd.to_numeric(g[v], errors="coerce")
+            row[v] = float(x.mean())
+            if n > 1:
+                row[f"{v}_se"] = float(x.std(ddof=1) / math.sqrt(n))
+            else:
+                row[f"{v}_se"] = float(pd.to_numeric(g[own], errors="coerce").iloc[0])
+        for v in ("grad_evals", "compile_s", "run_s", "reference_error"):
+            row[v] = float(pd.to_numeric(g[v], errors="coerce").mean())
+        row["seeds"] = n
+        row["converged"] = int(g["converged"].fillna(False).astype(bool).sum())
+        row["reaches_reference"] = int(g["reaches_reference"].fillna(False).astype(bool).sum())
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+# ------------------------------------------------------------------------------------------
+# figures and tables
+# ------------------------------------------------------------------------------------------
+def _settings(s: pd.DataFrame) -> list[tuple]:
+    return sorted({tuple(r) for r in s[list(SETTING)].itertuples(index=False)},
+                  key=lambda t: (t[3], t[5], t[4]))
+
+
+def _title(t: tuple) -> str:
+    d = dict(zip(SETTING, t, strict=True))
+    return (f"{d['variant']} L={d['L']} nu={d['nu']:g} Delta={d['delta']:g}\n"
+            f"alpha={d['alpha']:g}, D={int(d['D'])}")
+
+
+def error_vs_cost(df: pd.DataFrame) -> Figure:
+    """Excess test error over the reference against gradient evaluations used."""
+    s = summarize(df)
+    s = s[s["algorithm"].isin(list(ALGO_COLORS)) & np.isfinite(s["excess_over_reference"])]
+    inf = s[s["start"] != ""]
+    if inf.empty:
+        raise NothingToPlot("no inference:* results with a reference")
+    panels = _settings(inf)
+    cols = min(len(panels), 3)
+    rows = math.ceil(len(panels) / cols)
+    fig = Figure(figsize=(4.8 * cols, 3.8 * rows), layout="constrained")
+    axes = fig.subplots(rows, cols, squeeze=False).ravel()
+    for ax in axes[len(panels):]:
+        ax.set_visible(False)
+    for ax, t in zip(axes, panels, strict=False):
+        sel = np.all([s[k] == v for k, v in zip(SETTING, t, strict=True)], axis=0)
+        sub = s[sel]
+        for (alg, start), g in sub.groupby(["algorithm", "start"]):
+            g = g.sort_values("grad_evals")
+            x = g["grad_evals"].to_numpy(float)
+            y = g["excess_over_reference"].to_numpy(float)
+            e = g["excess_over_reference_se"].to_numpy(float)
+            if start == "":  # ERM / AMP: a horizontal band (no budget)
+                ax.axhline(y.mean(), color=ALGO_COLORS.get(alg.split(":")[0], "k"), lw=1,
+                           ls="-.", label=alg)
+                continue
+            ax.errorbar(x, y, yerr=np.nan_to_num(e), color=ALGO_COLORS.get(alg, "k"),
+                        ls=START_STYLES.get(start, "-"), marker=START_MARKERS.get(start, "o"),
+                        ms=4, capsize=2,
+                        label=f"{alg} ({start})")
+        ax.axhline(0.0, color="k", lw=1)
+        ax.set_xscale("log")
+        lo, hi = float(sub["grad_evals"].min()), float(sub["grad_evals"].max())
+        ax.set_xlim(10 ** math.floor(math.log10(lo)), 10 ** math.ceil(math.log10(hi) + 1e-9))
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.set_yscale("symlog", linthresh=0.01)
+        ax.set_xlabel("gradient evaluations used")
+        ax.set_ylabel("excess error over the reference")
+        ax.set_title(_title(t), fontsize=8)
+        ax.legend(fontsize=6, ncol=2)
+    fig.suptitle("Error against cost\n(0 = the Bayes-optimal reference)", fontsize=10)
+    return fig
+
+
+def leaderboard(df: pd.DataFrame, budget: float | None = None) -> pd.DataFrame:
+    """The leaderboard at ``budget`` (default: the largest in the table), one row per method
+    and setting, sorted by the excess over the reference within each setting."""
+    s = summarize(df)
+    inf = s[s["start"] != ""]
+    if inf.empty:
+        raise NothingToPlot("no inference:* results")
+    b = float(inf["budget"].max()) if budget is None else float(budget)
+    s = s[(s["budget"] == b) | (s["start"] == "")]
+    if s[s["start"] != ""].empty:
+        raise NothingToPlot(f"no inference:* results at budget {b:g}")
+    cols = ["algorithm", "start", *SETTING, "test_error", "test_error_se",
+            "excess_over_reference", "excess_over_reference_se", "reference_error",
+            "grad_evals", "run_s", "compile_s", "seeds", "converged", "reaches_reference"]
+    out = s[cols].sort_values(["delta", "D", "alpha", "excess_over_reference"])
+    out.attrs["budget"] = b
+    return out.reset_index(drop=True)
+
+
+def trapped(df: pd.DataFrame) -> Figure:
+    """Which algorithms are trapped where: excess over the reference (colour: in units of its
+    standard error, clipped at 10) per algorithm and start (rows) and setting (columns), at the
+    largest budget of each; the number printed is the excess error itself."""
+    s = summarize(df)
+    s = s[(s["start"] != "") & np.isfinite(s["excess_over_reference"])]
+    if s.empty:
+        raise NothingToPlot("no inference:* results with a reference")
+    s = s.loc[s.groupby(["algorithm", "start", *SETTING])["budget"].idxmax()]
+    rows = sorted({(a, st) for a, st in zip(s["algorithm"], s["start"], strict=True)},
+                  key=lambda r: (list(ALGO_COLORS).index(r[0]) if r[0] in ALGO_COLORS
+                                 else len(ALGO_COLORS), r[0], r[1]))
+    cols = _settings(s)
+    z = np.full((len(rows), len(cols)), np.nan)
+    txt = [["" for _ in cols] for _ in rows]
+    for _, r in s.iterrows():
+        i = rows.index((r["algorithm"], r["start"]))
+        j = cols.index(tuple(r[k] for k in SETTING))
+        se = max(float(r["excess_over_reference_se"]), 1e-12)
+        z[i, j] = min(max(float(r["excess_over_reference"]) / se, -10.0), 10.0)
+        txt[i][j] = f"{r['excess_over_reference']:+.3f}\n({int(r['budget']):.0e})"
+    fig = Figure(figsize=(1.9 * len(cols) + 2.5, 0.42 * len(rows) + 1.8), layout="constrained")
+    ax = fig.subplots()
+    im = ax.imshow(z, cmap="RdYlGn_r", vmin=-10, vmax=10, aspect="auto")
+    for i in range(len(rows)):
+        for j in range(len(cols)):
+            ax.text(j, i, txt[i][j], ha="center", va="center", fontsize=6)
+    ax.set_yticks(range(len(rows)), [f"{a} ({st})" for a, st in rows], fontsize=7)
+    ax.set_xticks(range(len(cols)), [_title(c).replace("\n", "\n") for c in cols], fontsize=6)
+    fig.colorbar(im, ax=ax, label="excess / its stderr (clipped at 10)")
+    ax.set_title("Trapped where?\nexcess error over the reference (largest budget)", fontsize=9)
+    return fig
+
+
+FIGURES = {"inference_error_vs_cost": error_vs_cost, "inference_trapped": trapped}
+
+
+def write_figures(source: Any, out: str | Path, *, formats: tuple[str, ...] = ("png",),
+                  dpi: int = 120) -> tuple[list[Path], list[tuple[str, str]]]:
+    """Draw :data:`FIGURES` and write the leaderboard tables (CSV, one per budget)."""
+    df = tidy(source)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    skipped: list[tuple[str, str]] = []
+    for name, fn in FIGURES.items():
+        try:
+            fig = fn(df)
+        except NothingToPlot as why:
+            skipped.append((name, str(why)))
+            continue
+        for fmt in formats:
+            p = out / f"{name}.{fmt}"
+            fig.savefig(p, dpi=dpi)
+            written.append(p)
+    budgets = sorted(b for b in df["budget"].dropna().unique())
+    for b in budgets:
+        p = out / f"inference_leaderboard_{int(b):.0e}.csv"
+        leaderboard(df, b).to_csv(p, index=False)
+        written.append(p)
+    return written, skipped
+
+
+def records_from_dir(path: str | Path) -> list[dict[str, Any]]:
+    """Cell records stored as JSON files (``{"cell", "status", "result"}``) in a directory."""
+    out = []
+    for f in sorted(Path(path).glob("*.json")):
+        rec = json.loads(f.read_text())
+        if isinstance(rec, dict) and "cell" in rec and "result" in rec:
+            out.append(rec)
+    return out
+
+
+def reference_table() -> pd.DataFrame:
+    """The stored Bayes-optimal reference tasks (one row each) and their checks."""
+    from bayesslr.inference.reference import load_reference
+
+    ds = load_reference()
+    if ds is None:
+        raise NothingToPlot("the reference dataset is not installed")
+    cols = ["variant", "L", "nu", "delta", "D", "alpha", "seed", "test_error", "stderr",
+            "oracle_error", "mc_bias", "r_hat_max", "ess_bulk_min", "divergences",
+            "checks_passed", "random_test_error", "random_excess_over_reference",
+            "random_excess_over_reference_stderr", "pooled_r_hat_max", "grad_evals"]
+    return ds[[c for c in cols if c in ds]].to_dataframe().reset_index(drop=True)
