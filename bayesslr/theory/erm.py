@@ -709,7 +709,8 @@ def with_channel_error(task: TaskConfig, r: ErmTheoryResult,
 
     The exploring map is deterministic on the common random numbers, so one call of it at
     ``r.x`` reproduces the solver's verification call (moments, their covariance and the
-    minima to track), then :func:`channel_error`: 8 update calls, one of them exploring.
+    minima to track), then :func:`channel_error`: 7 tracked update calls, and the exploring
+    one unless it is still cached (on a curve or a ``lam`` search it usually is).
     ``r`` is returned unchanged when it was not reached or carries its channel error already.
     """
     opt = options or ErmTheoryOptions()
@@ -718,8 +719,9 @@ def with_channel_error(task: TaskConfig, r: ErmTheoryResult,
     t0 = time.perf_counter()
     act = get_activation(r.activation)
     F = make_update(task, act, r.alpha, r.lam_k, r.lam_v, opt)
-    _, aux = F.exact(r.x)
-    r = dataclasses.replace(r, update_calls=r.update_calls + 1, exact_calls=r.exact_calls + 1)
+    _, aux = F.exact(r.x)  # counted only when computed (not a cache hit)
+    r = dataclasses.replace(r, update_calls=r.update_calls + F.calls["exact"],
+                            exact_calls=r.exact_calls + F.calls["exact"])
     r = _attach_channel_error(task, act, r, opt, F, aux)
     return dataclasses.replace(r, runtime_s=r.runtime_s + time.perf_counter() - t0)
 
