@@ -13,6 +13,8 @@ The public API, one name per task (each documented with a runnable example):
 * the Bayes-optimal estimator by NUTS on given data: :func:`sample_posterior` (returns a
   :class:`Posterior` with the ArviZ ``InferenceData``, diagnostics, overlaps and a
   posterior-mean ``predict``);
+* GAMP on given data (the algorithm the Bayes state evolution describes, docs/amp.md):
+  :func:`gamp`, its posterior-mean prediction :func:`gamp_predict`, :class:`GampOptions`;
 * scoring any predictor on fresh test data: :func:`test_errors`;
 * theory curves over ``alpha`` as xarray: :func:`replica_curve` (ERM),
   :func:`state_evolution` (Bayes-optimal);
@@ -52,6 +54,9 @@ _API: dict[str, str] = {
     "sample_posterior": "bayesslr.bayes.posterior",
     "Posterior": "bayesslr.bayes.posterior",
     "test_errors": "bayesslr.metrics",
+    "gamp": "bayesslr.amp.gamp",
+    "gamp_predict": "bayesslr.amp.gamp",
+    "GampOptions": "bayesslr.amp.gamp",
     "replica_curve": "bayesslr.theory.curves",
     "state_evolution": "bayesslr.theory.curves",
     "run": "bayesslr.sweep.api",

@@ -24,6 +24,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "bayesslr.commands.sample",
     "bayesslr.commands.run",
     "bayesslr.commands.theory",
+    "bayesslr.commands.amp",
 )
 
 app = typer.Typer(

@@ -344,6 +344,7 @@ FAMILY_MODULES: dict[str, str] = {
     "bayes_sampling": "bayesslr.bayes.method",
     "theory_erm": "bayesslr.theory.method",
     "theory_bayes": "bayesslr.theory.method",
+    "amp": "bayesslr.amp.method",
     "inference": "bayesslr.inference.method",
 }
 

@@ -1,20 +1,36 @@
 """Timing of a full 20-point ``alpha`` curve of the finite-alpha theory (spec section 5).
 
-Target (issue 5): one setting's 20-point curve solves in minutes on two CPU cores. Run::
+Target (issue 15): the replica ERM curve of 20 points (softmax, spiked ``L = 3``, ``nu = 2``,
+``Delta = 0``, ``lam = 0.1``, ``alpha = 1..20``, 2e4 channel samples, each point with its
+channel error) in under 2 minutes on two CPU cores, every point converged or flagged. Run::
 
     .venv/bin/python benchmarks/bench_theory.py [--samples 20000] [--points 20] [--which erm]
-                                                [--accel anderson|none]
+        [--accel anderson|none] [--no-track] [--save out.json] [--compare ref.json]
+        [--lamopt 5,10]
 
-Prints the compile time apart (first call of the jitted channel), then per point the
-iterations and wall time, the total, and the ratio of the total to the target budget
-(``--budget-s``, default 600 s: "minutes"). Times measured on a shared machine are inflated by
-the other processes; the CPU time of this process is printed too.
+Prints the compile time apart (first exploring and first tracked proximal step), one warm
+call of each kind and their ratio, then per point: test error, flag, fixed-point iterations,
+update calls (exploring + tracked, channel error included), wall seconds and seconds per call;
+then the total and its ratio to the budget (``--budget-s``, default 120 s). ``--save`` writes
+every point (JSON); ``--compare`` reads such a file (e.g. from an older version of the code,
+same seeds) and prints, per point, the test-error difference in units of the combined
+standard error (the numbers must not move beyond the channel Monte Carlo error).
+``--lamopt`` times ``lam='optimal'`` (:func:`bayesslr.theory.lam_opt.optimal_lambda_curve`)
+on the given ``alpha`` values (``--which lamopt``: that curve alone, by default on the paper
+preset's replica grid, ``Delta = 0.01``): per point the optimum, solves, iterations, update
+calls, wall and CPU seconds.
+
+Times measured on a shared machine are inflated by the other processes: the load average and
+this process's CPU time are printed too.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
+import math
+import os
 import time
 
 import jax
@@ -26,41 +42,142 @@ from bayesslr.activations import get_activation
 from bayesslr.channel import channel64
 from bayesslr.task import make_task
 from bayesslr.theory import bayes as tb
-from bayesslr.theory.channel import prox_channel
+from bayesslr.theory.channel import cold_starts, prox_step, tracked_starts
 from bayesslr.theory.erm import ErmTheoryOptions, solve_erm
 from bayesslr.theory.solver import continuation
 
 
-def bench_erm(task, alphas, samples: int, lam: float, accel: str) -> float:
-    opt = ErmTheoryOptions(samples=samples)
-    opt = dataclasses.replace(opt, solver=dataclasses.replace(opt.solver, accel=accel))
-    print(f"erm solver: accel={accel} tol={opt.solver.tol:g} damping={opt.solver.damping}")
-    ch = channel64(task, samples, opt.seed)
+def _load() -> str:
+    return f"load {os.getloadavg()[0]:.1f}"
 
-    def timed_call(m_k: float, q_k: float) -> float:
-        t0 = time.perf_counter()
+
+def bench_prox(task, opt: ErmTheoryOptions) -> None:
+    """One exploring and one tracked proximal step: compile apart, then warm."""
+    ch = channel64(task, opt.samples, opt.seed)
+    act = get_activation("softmax")
+
+    def timed(starts, n: int, m: int, m_k: float) -> tuple[float, float, object]:
+        t0, c0 = time.perf_counter(), time.process_time()
         with jax.enable_x64(True):
-            jax.block_until_ready(prox_channel(get_activation("softmax"), ch, m_k, q_k, 1.0, 1.0,
-                                               1.5, 1.0, jnp.zeros(0), n_explore=opt.n_explore,
-                                               n_refine=opt.n_refine, shift=opt.shift))
-        return time.perf_counter() - t0
+            out = jax.block_until_ready(prox_step(
+                act, ch, m_k, 1.6, 1.0, 1.0, 1.5, 1.0, jnp.zeros(0), starts, n_explore=n,
+                n_refine=m, n_best=opt.n_best, n_keep=opt.n_keep))
+        return time.perf_counter() - t0, time.process_time() - c0, out
 
-    t_first = timed_call(1.0, 1.5)  # compile + run
-    t_call = timed_call(1.1, 1.6)  # new overlaps, same shapes: run only
-    print(f"erm channel: first call (compile + run) {t_first:.1f} s, one call {t_call:.2f} s "
-          f"({samples} samples)")
-    t0 = time.perf_counter()
+    with jax.enable_x64(True):
+        cold = cold_starts(task.L_max, opt.shift)
+    first_e, _, out = timed(cold, opt.n_explore, opt.n_refine, 1.0)
+    with jax.enable_x64(True):
+        tr = tracked_starts(out.minima)
+    first_t, _, _ = timed(tr, opt.n_track, opt.n_track, 1.0)
+    we, ce, _ = timed(cold, opt.n_explore, opt.n_refine, 1.01)
+    wt, ct, _ = timed(tr, opt.n_track, opt.n_track, 1.01)
+    print(f"proximal step ({opt.samples} samples): first exploring call {first_e:.1f} s, first "
+          f"tracked {first_t:.1f} s (compile + run); warm: exploring {we:.2f} s wall "
+          f"({ce:.2f} s CPU), tracked {wt:.2f} s ({ct:.2f} s CPU), ratio {we / wt:.1f}; "
+          f"{_load()}", flush=True)
+
+
+def bench_erm(task, alphas, opt: ErmTheoryOptions, lam: float, budget: float,
+              compare: str | None, save: str | None) -> float:
+    print(f"erm solver: accel={opt.solver.accel} tol={opt.solver.tol:g} confirm="
+          f"{opt.solver.confirm} damping={opt.solver.damping} track={opt.track} "
+          f"(n_explore={opt.n_explore} n_refine={opt.n_refine} n_track={opt.n_track} "
+          f"n_keep={opt.n_keep})")
+    bench_prox(task, opt)
+    ref = None
+    if compare:
+        ref = {round(p["alpha"], 9): p for p in json.load(open(compare))}
+    rows: list[dict] = []
+    t0, c0 = time.perf_counter(), time.process_time()
+    load0 = os.getloadavg()[0]
 
     def solve_at(alpha, x0):  # erm_curve's upward sweep, printing each point as it lands
+        cpu = time.process_time()
         r = solve_erm(task, "softmax", alpha, lam, lam, opt, start="informed", x0=x0)
-        print(f"  alpha={r.alpha:7.3f} test_error={r.test_error:.4f} converged={r.converged} "
-              f"iterations={r.iterations:3d} time={r.runtime_s:6.1f} s", flush=True)
+        cpu = time.process_time() - cpu
+        per = r.runtime_s / max(r.update_calls, 1)
+        line = (f"  alpha={r.alpha:6.2f} test_error={r.test_error:.4f}+-{r.stderr:.4f} "
+                f"converged={r.converged!s:5} iterations={r.iterations:3d} update_calls="
+                f"{r.update_calls:3d} ({r.exact_calls} exploring) {r.runtime_s:6.1f} s "
+                f"({per:.2f} s/call, {cpu:.1f} s CPU)")
+        if ref is not None and round(r.alpha, 9) in ref:
+            p = ref[round(r.alpha, 9)]
+            se = math.hypot(r.stderr, p["stderr"])
+            line += f"  vs ref {(r.test_error - p['test_error']) / se:+.2f} se"
+        if not r.converged:
+            line += f"  [{r.reason}]"
+        print(line, flush=True)
+        d = r.to_dict(with_history=True)
+        d.pop("order_stderr")
+        d["cpu_s"] = cpu
+        rows.append(d)
+        if save:
+            with open(save, "w") as f:
+                json.dump(rows, f, default=float)
         return r
 
     best = continuation(solve_at, alphas, None)
     total = time.perf_counter() - t0
-    print(f"erm curve: {len(alphas)} points in {total:.1f} s "
-          f"({sum(r.iterations for r in best)} iterations)")
+    calls = sum(r.update_calls for r in best)
+    print(f"erm curve: {len(alphas)} points in {total:.1f} s wall, "
+          f"{time.process_time() - c0:.1f} s CPU ({sum(r.iterations for r in best)} "
+          f"iterations, {calls} update calls, {sum(r.exact_calls for r in best)} exploring; "
+          f"{total / calls:.2f} s per call); converged {sum(r.converged for r in best)}, "
+          f"flagged {sum(r.reached and not r.converged for r in best)}, failed "
+          f"{sum(not r.reached for r in best)}; load {load0:.1f} -> {os.getloadavg()[0]:.1f}")
+    print(f"erm curve against the {budget:g} s budget: ratio {total / budget:.2f}")
+    if ref is not None:
+        z = [abs(r.test_error - ref[round(r.alpha, 9)]["test_error"])
+             / math.hypot(r.stderr, ref[round(r.alpha, 9)]["stderr"])
+             for r in best if round(r.alpha, 9) in ref]
+        z = [v for v in z if math.isfinite(v)]
+        if z:
+            print(f"vs reference: max |test_error difference| / combined stderr {max(z):.2f} "
+                  f"over {len(z)} points (mean {np.mean(z):.2f})")
+    return total
+
+
+PAPER_ALPHAS = "0.5,1,1.5,2,3,4,5,6,8,10,12,14,16,18,20"  # the paper preset's replica grid
+
+
+def bench_lamopt(alphas, opt: ErmTheoryOptions, delta: float) -> float:
+    """``lam='optimal'`` along ``alphas`` with continuation (the paper preset's replica cells:
+    softmax, spiked ``L = 3``, ``nu = 2``), each point timed as it lands."""
+    import bayesslr.theory.lam_opt as lo
+
+    task = make_task("spiked", 3, 2.0, delta, 1)
+    inner = lo.optimal_lambda
+    t0, c0 = time.perf_counter(), time.process_time()
+    load0 = os.getloadavg()[0]
+    res = []
+
+    def timed(*args, **kw):
+        t, c = time.perf_counter(), time.process_time()
+        r = inner(*args, **kw)
+        res.append(r)
+        p = r.result
+        print(f"  lam=optimal alpha={r.alpha:6.2f} lam*={r.lam:.4g} test_error={r.test_error:.4f}"
+              f"+-{p.stderr:.4f} solves={len(r.solves):2d} iterations={p.iterations:3d} "
+              f"update_calls={p.update_calls:3d} ({p.exact_calls} exploring) "
+              f"converged={p.converged!s:5} {time.perf_counter() - t:6.1f} s "
+              f"({time.process_time() - c:.1f} s CPU)"
+              + ("" if p.converged else f"  [{p.reason}]"), flush=True)
+        return r
+
+    lo.optimal_lambda = timed
+    try:
+        lo.optimal_lambda_curve(task, "softmax", alphas, opt)
+    finally:
+        lo.optimal_lambda = inner
+    total = time.perf_counter() - t0
+    print(f"lam=optimal curve (Delta={delta:g}): {len(alphas)} points in {total:.1f} s wall, "
+          f"{time.process_time() - c0:.1f} s CPU ({total / len(alphas):.1f} s per point, the "
+          f"first includes compilation; {sum(len(r.solves) for r in res)} solves, "
+          f"{sum(r.result.update_calls for r in res)} update calls); converged "
+          f"{sum(r.result.converged for r in res)}, flagged "
+          f"{sum(r.result.reached and not r.result.converged for r in res)}; load {load0:.1f} -> "
+          f"{os.getloadavg()[0]:.1f}")
     return total
 
 
@@ -81,22 +198,37 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--samples", type=int, default=20_000)
     ap.add_argument("--points", type=int, default=20)
-    ap.add_argument("--which", choices=("erm", "bayes", "both"), default="both")
+    ap.add_argument("--which", choices=("erm", "bayes", "both", "lamopt"), default="erm",
+                    help="lamopt: only the lam='optimal' curve (--lamopt, --delta)")
     ap.add_argument("--lam", type=float, default=0.1)
     ap.add_argument("--accel", choices=("anderson", "none"), default="anderson",
                     help="ERM fixed-point acceleration (none: the plain damped iteration)")
-    ap.add_argument("--budget-s", type=float, default=600.0)
+    ap.add_argument("--no-track", action="store_true",
+                    help="iterate with the exploring map only (every call from the cold starts)")
+    ap.add_argument("--budget-s", type=float, default=120.0)
+    ap.add_argument("--save", help="write the ERM points (JSON)")
+    ap.add_argument("--compare", help="ERM points of a reference run (JSON from --save)")
+    ap.add_argument("--lamopt", help="comma list of alpha: time lam='optimal' there "
+                    f"(default with --which lamopt: the paper preset's {PAPER_ALPHAS})")
+    ap.add_argument("--delta", type=float, default=0.01,
+                    help="Delta of the lam='optimal' curve (the paper preset's 0.01)")
     a = ap.parse_args()
     task = make_task("spiked", 3, 2.0, 0.0, 1)
     alphas = [float(x) for x in np.linspace(1.0, 20.0, a.points)]
+    opt = ErmTheoryOptions(samples=a.samples, track=not a.no_track)
+    opt = dataclasses.replace(opt, solver=dataclasses.replace(opt.solver, accel=a.accel))
+    print(f"bench_theory: {_load()} at start, {os.cpu_count()} CPUs")
     cpu0 = time.process_time()
     total = 0.0
     if a.which in ("erm", "both"):
-        total += bench_erm(task, alphas, a.samples, a.lam, a.accel)
+        total += bench_erm(task, alphas, opt, a.lam, a.budget_s, a.compare, a.save)
     if a.which in ("bayes", "both"):
         total += bench_bayes(task, alphas, a.samples)
-    print(f"total {total:.1f} s wall, {time.process_time() - cpu0:.1f} s CPU; "
-          f"ratio to budget {total / a.budget_s:.2f}")
+    if a.which == "lamopt" and not a.lamopt:
+        a.lamopt = PAPER_ALPHAS
+    if a.lamopt:
+        total += bench_lamopt([float(x) for x in a.lamopt.split(",")], opt, a.delta)
+    print(f"total {total:.1f} s wall, {time.process_time() - cpu0:.1f} s CPU; {_load()}")
 
 
 if __name__ == "__main__":

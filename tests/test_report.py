@@ -1,143 +1,357 @@
-"""Report figures: every figure from synthetic results with the sweep's layout (one group per
-family), graceful degradation when methods or dimensions are absent, and the ``report`` verb."""
+"""Report figures, tables and verdicts on synthetic results built by the sweep's own dataset
+builder (so the layout is exactly a sweep's: one group per family, option dimensions, list
+outputs along ``step``), with numbers chosen so that each verdict's answer is known; graceful
+degradation when families are absent; legibility of every figure; the ``report`` verb.
+
+The executed notebooks on a real sweep are in ``test_notebooks.py``.
+"""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
+import pandas as pd
 import pytest
 import xarray as xr
+from conftest import run_cli
+from matplotlib.figure import Figure
 
-from bayesslr.cli import main
-from bayesslr.report import FIGURES, NothingToPlot, write_report
+from bayesslr.methods import Cell, get_method
+from bayesslr.report import FIGURES, NothingToPlot, all_verdicts, tables, write_report
+from bayesslr.report import claims as C
+from bayesslr.report.figures import curve, legibility_problems, sizes_of
+from bayesslr.sweep.dataset import family_dataset
+from bayesslr.sweep.storage import CellRecord, normalize_outputs
 
-METHODS = ["population:bayes", "population:softmax", "population:linear", "theory_bayes",
-           "theory_erm:softmax", "theory_erm:linear", "erm:softmax", "erm:linear",
-           "bayes_sampling"]
+SE = 0.002  # the synthetic standard error of every population point
 
 
-def synthetic_hypercube(methods=METHODS) -> xr.Dataset:
-    """All methods on one grid: method x variant x L x nu x delta x alpha x lam x seed."""
-    coords = {"method": methods, "variant": ["spiked"], "L": ["2", "3"], "nu": [1.0, 5.0],
-              "delta": [0.01], "alpha": [1.0, 2.0, 5.0], "lam": [0.01, 0.1], "seed": [0, 1]}
-    shape = tuple(len(v) for v in coords.values())
+def _rec(method: str, out: dict, **cell) -> CellRecord:
+    opts = cell.pop("options", {})
+    return CellRecord(Cell(method, options=opts, **cell), "ok", normalize_outputs(out), "", 1.0)
+
+
+def bayes_risk(variant: str, L: str, nu: float) -> float:
+    if variant == "max" and math.isinf(nu):
+        return 0.0
+    lengths = [int(x) for x in L.split(",")]
+    return float(np.mean([(1 - 1 / n) * math.exp(-nu / 4) for n in lengths]))
+
+
+def synthetic_records() -> dict[str, list[CellRecord]]:
+    """Records of every family at the quick preset's kind of settings. Known answers: softmax
+    equals the Bayes risk, linear is worse and grows with L on max; erf loses under variable L;
+    softplus's gap grows with L; the state evolution has a hard window at alpha 1-2; ERM at
+    D=400 agrees with the replica, at D=100 it does not; the random NUTS start is trapped at
+    alpha=5 (outside the hard window), the annealed one is not; GD reaches the replica point
+    from both starts."""
     rng = np.random.default_rng(0)
-    level = {"bayes": 0.2, "softmax": 0.25, "linear": 0.4}
-    base = np.array([level.get(m.split(":")[-1], 0.22) for m in methods])
-    alpha = np.array(coords["alpha"])
-    err = (base[:, None, None, None, None, None, None, None]
-           + 1.0 / alpha[None, None, None, None, None, :, None, None]
-           + 0.01 * rng.standard_normal(shape))
-    dims = list(coords)
-    ds = xr.Dataset({"test_error": (dims, err), "stderr": (dims, np.full(shape, 0.01))},
-                    coords=coords)
-    bs = ds["method"] == "bayes_sampling"
-    ds["r_hat_max"] = (1.0 + 0.01 * ds["test_error"] ** 2).where(bs)
-    ds["ess_bulk_min"] = (100 + 50 * ds["test_error"]).where(bs)
-    return ds
+    recs: dict[str, list[CellRecord]] = {}
+
+    def add(fam: str, r: CellRecord) -> None:
+        recs.setdefault(fam, []).append(r)
+
+    pop_settings = ([("spiked", "3", nu) for nu in (1.0, 2.0, 5.0)]
+                    + [("spiked", L, 2.0) for L in ("2", "5")]
+                    + [("max", L, math.inf) for L in ("1", "2", "3", "5", "1,2,3")])
+    for variant, L, nu in pop_settings:
+        b = bayes_risk(variant, L, nu)
+        n = max(int(x) for x in L.split(","))
+        law = "," in L
+        vals = {"bayes": b, "softmax": b + SE * rng.standard_normal() * 0.3,
+                "linear": b + 0.1 + 0.05 * n,
+                "erf": b + (0.15 if law else 0.01 * (n > 1)),
+                "softplus": b + 0.02 * n}
+        for act, v in vals.items():
+            at_bound = act == "softmax" and variant == "max"
+            add("population", _rec(f"population:{act}", {
+                "test_error": max(v, 0.0) + (1e-3 if at_bound else 0.0), "stderr": SE,
+                "at_bound": at_bound}, variant=variant, L=L, nu=nu, delta=0.01))
+    alphas = [0.5, 1.0, 2.0, 3.0, 5.0, 8.0]
+    b3 = bayes_risk("spiked", "3", 2.0)
+    for a in alphas:
+        inf = b3 + 0.4 / a
+        hard = a in (1.0, 2.0)
+        unf = inf + (0.2 if hard else 0.0)
+        add("theory_bayes", _rec("theory_bayes", {
+            "test_error": inf, "stderr": 1e-3, "test_error_informed": inf,
+            "test_error_uninformed": unf, "hard_phase": hard, "branches_differ": hard,
+            "converged": True}, variant="spiked", L="3", nu=2.0, delta=0.01, alpha=a))
+    replica = {}
+    for act, lam, shift in (("softmax", 0.3, 0.15), ("linear", 3.0, 0.3)):
+        for a in (2.0, 5.0):
+            te = b3 + shift + 0.4 / a
+            replica[act, a] = te
+            add("theory_erm", _rec(f"theory_erm:{act}", {
+                "test_error": te, "stderr": 2e-3, "m_k": 0.8, "m_k_stderr": 0.01, "q_k": 0.9,
+                "m_v": 0.9, "m_v_stderr": 0.01, "q_v": 1.0}, variant="spiked", L="3", nu=2.0,
+                delta=0.01, alpha=a, lam=lam))
+            for D in (100, 400):
+                for lam_grid in (0.3, 1.0, 3.0):
+                    for seed in (0, 1):
+                        off = (0.0 if lam_grid == lam else 0.05) + (0.1 if D == 100 else 0.0)
+                        te_e = te + off + 0.01 * rng.standard_normal()
+                        add("erm", _rec(f"erm:{act}", {
+                            "test_error": te_e, "stderr": 0.005,
+                            "excess_over_oracle": te_e - b3, "excess_over_oracle_stderr": 0.005,
+                            **{k: v + 0.01 * rng.standard_normal() for k, v in
+                               (("m_k", 0.8), ("q_k", 0.9), ("m_v", 0.9), ("q_v", 1.0))}},
+                            variant="spiked", L="3", nu=2.0, delta=0.01, alpha=a, lam=lam_grid,
+                            D=D, seed=seed))
+    for a, inits in ((2.0, ("teacher",)), (5.0, ("teacher", "random", "anneal"))):
+        te = b3 + 0.4 / a
+        out = {"test_error": te, "stderr": 0.01, "oracle_error": b3,
+               "excess_over_oracle": te - b3, "excess_over_oracle_stderr": 0.01,
+               "m_k": 0.8, "q_k": 0.79, "m_v": 0.95, "q_v": 0.95, "nishimori_gap": 0.01,
+               "r_hat_max": 1.005, "ess_bulk_min": 400.0, "ess_tail_min": 300.0,
+               "divergences": 0.0, "grad_evals": 20000.0, "chains": 2.0, "init": inits[0],
+               "converged": True, "reason": "converged"}
+        if len(inits) > 1:
+            out.update({"random_test_error": te + 0.3, "random_r_hat_max": 1.2,
+                        "random_ess_bulk_min": 50.0, "random_ess_tail_min": 40.0,
+                        "random_divergences": 3.0, "random_grad_evals": 30000.0,
+                        "anneal_test_error": te + 0.005, "anneal_r_hat_max": 1.01,
+                        "anneal_ess_bulk_min": 300.0, "anneal_ess_tail_min": 200.0,
+                        "anneal_divergences": 0.0, "anneal_grad_evals": 40000.0,
+                        "log_lik_gap": 2.0, "r_hat_max_pooled": 3.0, "disagreement": 0.2,
+                        "converged": False, "reason": "starts disagree: pooled r_hat 3 > 1.01"})
+        add("bayes_sampling", _rec("bayes_sampling", out, variant="spiked", L="3", nu=2.0,
+                                   delta=0.01, alpha=a, D=50,
+                                   options={"init": ",".join(inits)}))
+    steps = list(range(0, 1001, 50))
+    t = np.asarray(steps, float) / 1000
+    for init, rate in (("informed", 20.0), ("random", 6.0)):
+        relax = np.exp(-rate * t)
+        traj = {"m_k": 0.8 + (1.2 if init == "informed" else -0.8) * relax,
+                "q_k": 0.9 + 0.5 * relax, "m_v": 0.9 - 0.1 * relax, "q_v": 1.0 - 0.1 * relax,
+                "m_kv": 0.02 * rng.standard_normal(t.size),
+                "m_vk": 0.02 * rng.standard_normal(t.size),
+                "q_kv": 0.02 * rng.standard_normal(t.size),
+                "test_error": replica["softmax", 5.0] + 0.3 * relax}
+        traj["train_loss"] = traj["objective"] = traj["test_error"]
+        out = {v: float(x[-1]) for v, x in traj.items()}
+        out["step"] = steps
+        out.update({f"trajectory_{v}": x.tolist() for v, x in traj.items()})
+        add("gd", _rec("gd:softmax", out, variant="spiked", L="3", nu=2.0, delta=0.01,
+                       alpha=5.0, lam=0.3, D=400, options={"init": init}))
+    return recs
 
 
-# the cell fields that index each family (as in the registry; population has no alpha, ...)
-FAMILY_DIMS = {"population": ("alpha", "lam"), "theory_bayes": ("lam",), "bayes_sampling":
-               ("lam",), "theory_erm": (), "erm": ()}
-
-
-def synthetic(methods=METHODS) -> xr.DataTree:
-    """Results shaped like a sweep's: one group per family, each over its own dimensions."""
-    cube = synthetic_hypercube(methods)
+def synthetic(families=None) -> xr.DataTree:
+    """The synthetic results as a sweep's tree (optionally only some families)."""
     children = {}
-    for fam in dict.fromkeys(m.split(":")[0] for m in methods):
-        ds = cube.sel({"method": [m for m in methods if m.split(":")[0] == fam]})
-        for d in FAMILY_DIMS[fam]:
-            ds = ds.isel({d: 0}, drop=True)
-        children[fam] = xr.DataTree(ds.dropna("method", how="all", subset=["test_error"])
-                                    .drop_vars([v for v in ("r_hat_max", "ess_bulk_min")
-                                                if fam != "bayes_sampling"]))
+    for fam, recs in synthetic_records().items():
+        if families is not None and fam not in families:
+            continue
+        methods = list(dict.fromkeys(r.cell.method for r in recs))
+        children[fam] = xr.DataTree(family_dataset(get_method(methods[0]), recs, methods))
     return xr.DataTree(xr.Dataset(), children=children)
 
 
 @pytest.fixture(scope="module")
-def results(tmp_path_factory):
+def tree() -> xr.DataTree:
+    return synthetic()
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory, tree):
     d = tmp_path_factory.mktemp("results")
-    synthetic().to_netcdf(d / "dataset.nc", engine="h5netcdf")
+    tree.to_netcdf(d / "dataset.nc", engine="h5netcdf")
     return d
 
 
-def test_all_figures_written_as_png_and_pdf(results):
+def test_all_figures_and_verdicts_written(results):
     written, skipped = write_report(results, dpi=50)
     assert skipped == []
-    assert {p.name for p in written} == {f"{n}.{e}" for n in FIGURES for e in ("png", "pdf")}
+    assert {p.name for p in written} == {f"{n}.{e}" for n in FIGURES for e in ("png", "pdf")} \
+        | {"verdicts.txt"}
     assert all(p.stat().st_size > 1000 for p in written)
+    lines = (results / "figures" / "verdicts.txt").read_text().splitlines()
+    assert sum(ln.startswith("VERDICT [") for ln in lines) == sum(
+        len(v) for v in all_verdicts(synthetic()).values())
 
 
-def test_lam_is_tuned_per_alpha():
-    from bayesslr.report.figures import curve
+@pytest.mark.parametrize("name", list(FIGURES))
+def test_figures_are_legible(tree, name):
+    """Every axes has both labels, a legend explains the lines, nothing overlaps or leaves the
+    figure (tight bounding boxes after layout)."""
+    fig = FIGURES[name](tree)
+    assert isinstance(fig, Figure)
+    assert legibility_problems(fig) == []
 
-    ds = synthetic_hypercube()
-    ds["test_error"].loc[{"method": "erm:softmax", "lam": 0.1}] = 9.0
+
+def test_legibility_check_can_fail():
+    fig = Figure(figsize=(3, 2))
+    a, b = fig.add_axes((0.1, 0.1, 0.6, 0.6)), fig.add_axes((0.4, 0.4, 0.5, 0.5))
+    a.plot([0, 1], label="x")
+    problems = legibility_problems(fig)
+    assert any("no x label" in p for p in problems)
+    assert any("overlap" in p for p in problems)
+    assert any("legend" in p for p in problems)
+    del b
+
+
+def test_lam_is_tuned_per_alpha(tree):
+    ds = tree["erm"].to_dataset()
     mean, _ = curve(ds, "erm:softmax")
-    assert "lam" not in mean.dims and float(mean.max()) < 9.0
+    assert "lam" not in mean.dims
+    best = ds["test_error"].sel({"method": "erm:softmax", "D": 400}).mean("seed").min("lam")
+    np.testing.assert_allclose(mean.squeeze(drop=True).values, best.squeeze(drop=True).values)
 
 
-@pytest.mark.parametrize("keep, drawn", [
-    (["population:softmax", "population:linear"], {"population_vs_nu", "population_vs_L"}),
-    (["erm:softmax"], {"error_vs_alpha"}),
-    (["bayes_sampling"], {"error_vs_alpha", "sampler_diagnostics"}),
+def test_erm_drawn_at_every_size(tree):
+    ds = tree["erm"].to_dataset()
+    assert sizes_of(ds, "erm:softmax") == [{"D": 100}, {"D": 400}]
+    fig = FIGURES["error_vs_alpha"](tree)
+    labels = {t.get_text() for leg in fig.legends for t in leg.get_texts()}
+    assert {"softmax (ERM), D=100", "softmax (ERM), D=400"} <= labels
+
+
+def test_hard_window_shaded_and_branches_drawn(tree):
+    fig = FIGURES["error_vs_alpha"](tree)
+    ax = fig.axes[0]
+    spans = [p for p in ax.patches if p.get_label().startswith("hard phase")]
+    assert len(spans) == 1
+    lo, hi = spans[0].get_x(), spans[0].get_x() + spans[0].get_width()
+    assert (lo, hi) == (pytest.approx(0.75), pytest.approx(2.5))  # half-way to 0.5 and 3
+    labels = {ln.get_label() for ln in ax.lines}
+    assert {"SE from the informed start", "SE from the uninformed start"} <= labels
+
+
+def test_gd_runs_split_by_init(tree):
+    ds = tree["gd"].to_dataset()
+    assert ds["init"].values.tolist() == ["informed", "random"]
+    assert ds["step"].values.tolist()[-1] == 1000  # the recorded steps are the coordinate
+
+
+def _status(verdicts, start: str) -> C.Verdict:
+    hit = [v for v in verdicts if v.claim.startswith(start)]
+    assert len(hit) == 1, [v.claim for v in verdicts]
+    return hit[0]
+
+
+def test_verdicts_give_the_known_answers(tree):
+    v = all_verdicts(tree)
+    pop, fin, dyn, smp = v["population"], v["finite_sample"], v["dynamics"], v["sampler_health"]
+    assert _status(pop, "softmax attention reaches").status == C.HOLDS
+    bound = _status(pop, "on max-SLR with \u03bd=\u221e softmax")  # only an upper bound there
+    assert bound.status == C.UNDECIDED and "upper bound" in bound.evidence
+    assert _status(pop, "linear attention is strictly").status == C.HOLDS
+    assert _status(pop, "on max-SLR with \u03bd=\u221e linear").status == C.HOLDS
+    assert _status(pop, "erf attention").status == C.HOLDS
+    assert _status(pop, "softplus-normalised").status == C.HOLDS
+    assert _status(fin, "test error ordering Bayes < softmax < linear (D").status == C.HOLDS
+    erm = _status(fin, "L-BFGS ERM")
+    assert erm.status == C.HOLDS and "D=100: 0.1" in erm.evidence  # the gap closes at D=400
+    assert _status(fin, "the NUTS posterior mean").status == C.HOLDS
+    assert _status(fin, "the Bayes-optimal error decreases").status == C.HOLDS
+    assert _status(dyn, "gradient descent from the informed").status == C.HOLDS
+    assert _status(dyn, "gradient descent from a random").status == C.HOLDS
+    assert _status(dyn, "the cross overlaps").status == C.HOLDS
+    assert _status(smp, "teacher-started").status == C.HOLDS
+    assert _status(smp, "the posterior mean satisfies").status == C.HOLDS
+    starts = _status(smp, "random and annealed")
+    assert starts.status == C.FAILS and "anneal: test error" in starts.evidence
+    trap = _status(smp, "random starts are trapped only")
+    assert trap.status == C.FAILS and "no hard phase" in trap.evidence
+
+
+def test_verdicts_turn_when_the_data_do():
+    """A finite-size ERM point far from the replica line, and a softmax population risk above
+    the Bayes risk, flip their verdicts (the rule is not vacuous)."""
+    recs = synthetic_records()
+    for r in recs["erm"]:
+        if r.cell.D == 400:
+            r.outputs["test_error"] += 0.2
+    for i, r in enumerate(recs["population"]):
+        if r.cell.method == "population:softmax" and r.cell.variant == "spiked":
+            out = dict(r.outputs, test_error=r.outputs["test_error"] + 10 * SE)
+            recs["population"][i] = CellRecord(r.cell, "ok", out, "", 1.0)
+    tree = xr.DataTree(xr.Dataset(), children={
+        fam: xr.DataTree(family_dataset(get_method(rs[0].cell.method), rs,
+                                        list(dict.fromkeys(r.cell.method for r in rs))))
+        for fam, rs in recs.items()})
+    v = all_verdicts(tree)
+    assert _status(v["finite_sample"], "L-BFGS ERM").status == C.FAILS
+    assert _status(v["population"], "softmax attention reaches").status == C.FAILS
+
+
+def test_tuned_lam_erm_compared_with_the_optimal_lam_replica():
+    """The paper preset's protocol: ERM with lam='validation' against the replica at
+    lam='optimal' (no common numeric lam) is still compared, as 'lam tuned'."""
+    recs = []
+    for seed in (0, 1, 2):
+        recs.append(_rec("erm:softmax", {"test_error": 0.50 + 0.01 * seed, "stderr": 0.01},
+                         variant="spiked", L="3", nu=2.0, delta=0.01, alpha=5.0,
+                         lam="validation", sqrtND=1e4, seed=seed))
+    th = [_rec("theory_erm:softmax", {"test_error": 0.51, "stderr": 0.002}, variant="spiked",
+               L="3", nu=2.0, delta=0.01, alpha=5.0, lam="optimal")]
+    tree = xr.DataTree(xr.Dataset(), children={
+        "erm": xr.DataTree(family_dataset(get_method("erm:softmax"), recs, ["erm:softmax"])),
+        "theory_erm": xr.DataTree(family_dataset(get_method("theory_erm:softmax"), th,
+                                                 ["theory_erm:softmax"]))})
+    v = _status(C.finite_sample_claims(tree), "L-BFGS ERM")
+    assert v.status == C.HOLDS and "\u03bb tuned" in v.evidence and "sqrtND=10000" in v.evidence
+
+
+def test_decision_rule():
+    assert C.less(1.0, 0.1, 1.5, 0.1) == C.HOLDS            # 0.5 > 2 * 0.14
+    assert C.less(1.0, 0.1, 1.2, 0.1) == C.UNDECIDED        # 0.2 < 2 * 0.14
+    assert C.less(1.5, 0.1, 1.0, 0.1) == C.FAILS
+    assert C.equal(1.0, 0.1, 1.2, 0.1) == C.HOLDS
+    assert C.equal(1.0, 0.1, 1.5, 0.1) == C.FAILS
+    assert C.equal(1.0, math.nan, 1.5, math.nan) == C.UNDECIDED
+    assert C.combine([C.HOLDS, C.UNDECIDED]) == C.UNDECIDED
+    assert C.combine([C.HOLDS, C.FAILS, C.UNDECIDED]) == C.FAILS
+    assert C.combine([]) == C.UNDECIDED
+    # few seeds: the Student-t threshold (2 seeds, one degree of freedom) cannot be met by luck
+    assert C.critical(math.inf) == 2.0
+    assert C.critical(1) == pytest.approx(13.97, abs=0.05)
+    assert C.less(1.0, 0.1, 1.5, 0.0, dof_a=1) == C.UNDECIDED
+    assert C.less(1.0, 0.1, 1.5, 0.0, dof_a=30) == C.HOLDS
+
+
+@pytest.mark.parametrize("keep", [
+    ("population",), ("erm",), ("bayes_sampling",), ("gd",), ("theory_bayes", "erm"), (),
 ])
-def test_absent_methods_degrade_gracefully(keep, drawn):
-    ds = synthetic(keep)
-    got = set()
-    for name, fn in FIGURES.items():
+def test_absent_families_degrade_gracefully(keep):
+    tree = synthetic(keep)
+    for fn in FIGURES.values():
         try:
-            fn(ds)
-            got.add(name)
+            fn(tree)
         except NothingToPlot as why:
             assert str(why)
-    assert got == drawn
+    for vs in all_verdicts(tree).values():
+        assert vs and all(v.status in C.STATUSES for v in vs)
+    for table in (tables.population_table, tables.population_pivot,
+                  tables.finite_sample_table, tables.trajectory_table, tables.sampler_table):
+        assert isinstance(table(tree), pd.DataFrame)
 
 
 def test_report_verb(capsys, tmp_path):
-    synthetic(["population:softmax", "population:linear"]).to_netcdf(
-        tmp_path / "dataset.nc", engine="h5netcdf")
-    with pytest.raises(SystemExit) as e:
-        main(["report", str(tmp_path), "--formats", "png"])
-    assert e.value.code == 0
-    captured = capsys.readouterr()
-    assert f"figures: {tmp_path / 'figures'}" in captured.out
-    assert "skipped error_vs_alpha: no finite-sample method" in captured.err
+    synthetic(("population",)).to_netcdf(tmp_path / "dataset.nc", engine="h5netcdf")
+    code, out, err = run_cli(["report", str(tmp_path), "--formats", "png"], capsys)
+    assert code == 0
+    assert f"figures: {tmp_path / 'figures'}" in out
+    assert "skipped error_vs_alpha: no finite-sample method" in err
     assert {p.stem for p in (tmp_path / "figures").glob("*.png")} == {
         "population_vs_nu", "population_vs_L"}
-    with pytest.raises(SystemExit) as e:
-        main(["report", str(tmp_path / "nothing")])
-    assert e.value.code == 2
+    code, _, err = run_cli(["report", str(tmp_path / "nothing")], capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1
 
 
-@pytest.mark.slow
-def test_notebooks_execute_on_a_tiny_dataset(tmp_path, monkeypatch):
-    """Every jupytext notebook under reports/ runs top to bottom on a small dataset."""
-    from pathlib import Path
+def test_notebooks_flag_without_the_extra(capsys, tmp_path, monkeypatch):
+    """--notebooks without the optional extra: one line naming it, exit 2, nothing written."""
+    import importlib.util
 
-    import jupytext
-    from nbclient import NotebookClient
-
-    synthetic().to_netcdf(tmp_path / "dataset.nc", engine="h5netcdf")
-    monkeypatch.setenv("BAYESSLR_RESULTS", str(tmp_path))
-    notebooks = sorted((Path(__file__).resolve().parent.parent / "reports").glob("*.py"))
-    assert notebooks
-    for path in notebooks:
-        nb = jupytext.read(path)
-        NotebookClient(nb, timeout=300, kernel_name="python3",
-                       resources={"metadata": {"path": str(tmp_path)}}).execute()
-        text = "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []))
-        assert "holds at" in text
-
-
-def test_each_method_shown_at_its_largest_size():
-    from bayesslr.report.figures import curve
-
-    ds = synthetic_hypercube(["erm:softmax", "bayes_sampling"]).expand_dims(
-        D=[50, 1000]).copy(deep=True)
-    ds["test_error"].loc[{"method": "bayes_sampling", "D": 1000}] = np.nan
-    ds["test_error"].loc[{"method": "erm:softmax", "D": 50}] = np.nan
-    for m in ("erm:softmax", "bayes_sampling"):
-        mean, _ = curve(ds, m)
-        assert "D" not in mean.dims and np.isfinite(mean).all()
+    synthetic(("population",)).to_netcdf(tmp_path / "dataset.nc", engine="h5netcdf")
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "nbconvert" else real(name, *a))
+    code, _, err = run_cli(["report", str(tmp_path), "--notebooks"], capsys)
+    assert code == 2
+    assert err.strip().splitlines() == [
+        "bayesslr: error: --notebooks needs the optional extra 'notebooks' (missing: "
+        "nbconvert); install it with: pip install 'bayesslr[notebooks]'"]
+    assert not (tmp_path / "figures").exists()

@@ -19,7 +19,7 @@ from bayesslr.cli import app
 from bayesslr.methods import Cell, run_cell
 from bayesslr.task import make_task
 from bayesslr.theory import bayes as tb
-from bayesslr.theory.erm import ErmTheoryOptions, solve_erm
+from bayesslr.theory.erm import ErmTheoryOptions, diagnose, erm_curve, solve_erm
 from bayesslr.theory.lam_opt import optimal_lambda
 
 pytestmark = pytest.mark.slow
@@ -83,6 +83,64 @@ def test_channel_error_predicts_the_spread_over_channel_seeds():
     assert all(r.stderr_channel > 2 * r.stderr_test for r in rs)
     # the order parameters' errors are reported and finite
     assert all(np.isfinite(list(r.order_stderr.values())).all() for r in rs)
+
+
+def test_a_fixed_point_whose_diagnostics_fail_is_flagged_with_its_numbers():
+    """Issue 14, item 6: ``theory erm --alpha 0.3 --lam 1e-4`` stopped after 2 iterations with
+    ``converged: true`` while its own diagnostics disagreed (the two ``Vh_k`` estimates of
+    opposite signs). It reproduces at 2e3 channel samples (the old solver: converged in 51
+    iterations, residual 9.7e-4 under the tolerance 5e-3, ``Vh_k`` Stein -8.3e-6 against
+    Hessian +7.7e-6). Finite-D ERM disagrees with the theory there (L-BFGS, D = 400, 12 seeds:
+    0.865 +- 0.022 against the theory's 1.03). Now: flagged, numbers kept, the failed check
+    named with its numbers."""
+    r = solve_erm(SPIKED, "softmax", 0.3, 1e-4, options=ErmTheoryOptions(
+        samples=N_ERM, test_samples=20_000, channel_error=False))
+    assert r.reached and not r.converged
+    assert r.reason.startswith("flagged: ") and "Vh_k hessian" in r.reason
+    assert math.isfinite(r.test_error) and math.isfinite(r.m_k) and math.isfinite(r.objective)
+    assert r.Vh_k_stein * r.Vh_k_hessian < 0  # the opposite signs of the issue
+    # the residual rule held (a fixed point was reached): the last `confirm` residuals and
+    # the exploring map's verification are below the tolerance
+    solver = ErmTheoryOptions(samples=N_ERM).solver
+    assert r.residual < solver.tol
+    assert all(h < solver.tol for h in r.history[-(solver.confirm + 1):])
+
+
+def test_diagnose_names_each_failed_bound_with_its_numbers():
+    opt = ErmTheoryOptions(samples=N_ERM)
+    good = {"off_branch": 0.01, "prox_unconverged": 0.0, "Vh_k_stein": 1.0,
+            "Vh_k_hessian": 1.05, "vh_gap_k_stderr": 0.02, "Vh_v_stein": 2.0,
+            "Vh_v_hessian": 2.01, "vh_gap_v_stderr": 0.01}
+    assert diagnose(good, opt) == []
+    # a gap that is large relative to Vh but within vh_gap_z standard errors is noise
+    assert diagnose({**good, "Vh_k_hessian": 1.7, "vh_gap_k_stderr": 0.5}, opt) == []
+    # significant but small relative to Vh: a bias, not a failure
+    assert diagnose({**good, "Vh_k_hessian": 1.2, "vh_gap_k_stderr": 1e-3}, opt) == []
+    bad = {**good, "off_branch": 0.3, "prox_unconverged": 0.01, "Vh_v_hessian": -1.0}
+    fails = diagnose(bad, opt)
+    assert len(fails) == 3
+    assert fails[0] == f"off_branch 0.3 > {opt.max_off_branch:g}"
+    assert fails[1] == f"prox_unconverged 0.01 > {opt.max_prox_unconverged:g}"
+    assert fails[2].startswith("Vh_v hessian -1 vs stein 2: gap -3 = 300.0 se = 1.50 |Vh_v|")
+    assert diagnose({**good, "off_branch": math.nan}, opt)  # a missing number is no pass
+
+
+def test_curve_points_report_the_work_that_found_them():
+    """Issue 14, item 6: every point of a curve reported ``iterations: 2`` (the re-solve at
+    the winner for its channel error). Now ``iterations`` sums every sweep's iterations at
+    that ``alpha`` and ``update_calls`` every proximal step spent on it, the channel error's
+    7 tracked calls included (the winner's channel error needs no new solve)."""
+    alphas = [4.0, 5.0]
+    best, sweeps = erm_curve(SPIKED, "softmax", alphas, 1.0, options=ErmTheoryOptions(
+        samples=N_ERM, test_samples=20_000))
+    assert set(sweeps) == {"informed-up", "informed-down"}
+    for i, b in enumerate(best):
+        assert b.converged, b.reason
+        its = [s[i].iterations for s in sweeps.values()]
+        assert b.iterations == sum(its) and min(its) >= ErmTheoryOptions().solver.confirm + 1
+        calls = sum(s[i].update_calls for s in sweeps.values())
+        assert b.update_calls == calls + 7 and math.isfinite(b.stderr_channel)
+        assert b.exact_calls >= 1
 
 
 def test_erm_non_convergence_is_nan_with_flag_through_the_registry():

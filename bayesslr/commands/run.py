@@ -150,22 +150,65 @@ def register(app: typer.Typer) -> None:
 
     @app.command("report")
     def report(
-        results: Path = typer.Argument(..., help="a directory written by 'bayesslr run'"),
+        results: Path = typer.Argument(None, help="a directory written by 'bayesslr run'"),
         out: Path = typer.Option(None, "--out", help="figure directory (default "
                                  "RESULTS/figures)"),
+        reference: Path = typer.Option(
+            None, "--reference", help="instead of RESULTS: draw the paper's figures from the "
+            "shipped reference results into this directory (computes nothing)"),
         formats: str = typer.Option("png,pdf", "--formats", help="comma list of png, pdf, svg"),
+        notebooks: bool = typer.Option(False, "--notebooks", help="also execute the report "
+                                       "notebooks on RESULTS and write each as self-contained "
+                                       "HTML beside the figures (needs the 'notebooks' extra)"),
     ) -> None:
-        """Write the standard figures of a results directory (PNG and PDF)."""
-        from bayesslr.report import write_report
+        """Write the standard figures of a results directory (PNG and PDF) and the verdicts;
+        with --notebooks, also the report notebooks as HTML (open index.html in a browser)."""
+        from bayesslr.report import load_reference, load_results, write_report
 
         fmts = tuple(f.strip().lower() for f in formats.split(",") if f.strip())
         bad = [f for f in fmts if f not in {"png", "pdf", "svg"}]
         if bad or not fmts:
             raise ConfigError(f"formats={formats!r} is not allowed; allowed: a comma list of "
                               "png, pdf, svg")
+        if (results is None) == (reference is None):
+            raise ConfigError("give a results directory, or --reference OUT (not both); "
+                              "allowed: 'bayesslr report RESULTS' or 'bayesslr report "
+                              "--reference OUT'")
+        if reference is not None:
+            if notebooks or out is not None:
+                raise ConfigError("--reference OUT writes the figures into OUT; allowed "
+                                  "without --out and --notebooks")
+            written, skipped = write_report(load_reference(), reference, formats=fmts)
+            for name, why in skipped:
+                typer.echo(f"skipped {name}: {why}", err=True)
+            typer.echo(f"figures: {reference} ({len(written)} files, from the shipped "
+                       "reference results)")
+            return
+        if notebooks:
+            from bayesslr.report.notebooks import check_extra, find_notebooks
+
+            check_extra()
+            find_notebooks()
+            load_results(results)  # a bad RESULTS fails here, before anything is written
         written, skipped = write_report(results, out, formats=fmts)
         for name, why in skipped:
             typer.echo(f"skipped {name}: {why}", err=True)
         fig_dir = out if out is not None else Path(results) / "figures"
         typer.echo(f"figures: {fig_dir} ({len(written)} files: "
                    + ", ".join(sorted({p.stem for p in written})) + ")")
+        lines = (fig_dir / "verdicts.txt").read_text(encoding="utf-8").splitlines()
+        counts = {s: sum(ln.startswith(f"VERDICT [{s}]") for ln in lines)
+                  for s in ("holds", "does not hold", "not enough data")}
+        typer.echo(f"verdicts: {fig_dir / 'verdicts.txt'} ("
+                   + ", ".join(f"{s}: {n}" for s, n in counts.items()) + ")")
+        if notebooks:
+            from bayesslr.report.notebooks import write_notebooks
+
+            runs = write_notebooks(results, fig_dir)
+            for r in runs:
+                typer.echo(f"notebook {r.name}: {r.html} ({r.images} figures, "
+                           f"{len(r.verdicts)} verdicts, {r.seconds:.0f} s)"
+                           + (f"; a cell failed: {r.error}" if r.error else ""))
+            typer.echo(f"report: {fig_dir / 'index.html'}")
+            if any(r.error for r in runs):
+                raise typer.Exit(1)

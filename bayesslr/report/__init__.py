@@ -1,9 +1,12 @@
-"""Reports: the standard figures of a sweep's results, for the CLI and the notebooks.
+"""Reports: the figures, tables and verdicts of a sweep's results, for the CLI and the notebooks.
 
 :func:`load_results` opens ``RESULTS/dataset.nc`` (or a results file) as a tree with one group
 per method family; :func:`write_report` draws every figure of
-:data:`~bayesslr.report.figures.FIGURES` that the results support and writes each as PNG and
-PDF.
+:data:`~bayesslr.report.figures.FIGURES` that the results support (PNG and PDF) and writes the
+verdicts of :mod:`bayesslr.report.claims` to ``verdicts.txt``;
+:func:`bayesslr.report.notebooks.write_notebooks` executes the notebooks of ``reports/`` on
+the results and writes them as self-contained HTML beside the figures
+(``bayesslr report RESULTS --notebooks``).
 """
 
 from __future__ import annotations
@@ -13,10 +16,12 @@ from pathlib import Path
 
 import xarray as xr
 
-from bayesslr.report.figures import FIGURES, NothingToPlot
+from bayesslr.report.claims import CLAIMS, Verdict, all_verdicts
+from bayesslr.report.figures import FIGURES, THEMES, NothingToPlot
 from bayesslr.task import ConfigError
 
-__all__ = ["FIGURES", "NothingToPlot", "load_results", "write_report"]
+__all__ = ["CLAIMS", "FIGURES", "THEMES", "NothingToPlot", "Verdict", "all_verdicts",
+           "load_reference", "load_results", "write_report"]
 
 
 def load_results(path: str | Path) -> xr.DataTree:
@@ -35,14 +40,31 @@ def load_results(path: str | Path) -> xr.DataTree:
         raise ConfigError(f"results={str(f)!r} cannot be read ({exc})") from None
 
 
-def write_report(results: str | Path, out: str | Path | None = None, *,
+def load_reference() -> xr.DataTree:
+    """The suite's shipped reference results (:mod:`bayesslr.reference`)."""
+    from bayesslr.reference import load_reference as load
+
+    return load()
+
+
+def default_out(results: str | Path) -> Path:
+    """Where the report of ``results`` goes: ``RESULTS/figures`` (beside a results file)."""
+    p = Path(results)
+    return p / "figures" if p.is_dir() else p.parent / "figures"
+
+
+def write_report(results: str | Path | xr.DataTree, out: str | Path | None = None, *,
                  formats: Sequence[str] = ("png", "pdf"), dpi: int = 150
                  ) -> tuple[list[Path], list[tuple[str, str]]]:
-    """Write the figures of ``results`` (raster ones at ``dpi``); returns (files written,
-    [(figure, why skipped)])."""
-    tree = load_results(results)
-    out_dir = Path(out) if out is not None else (
-        Path(results) / "figures" if Path(results).is_dir() else Path(results).parent / "figures")
+    """Write the figures of ``results`` (a results directory or file, or a loaded tree such as
+    :func:`load_reference`; raster figures at ``dpi``), ``verdicts.txt`` (every theme's verdict
+    lines) and, when the results hold an ``inference`` group, the inference benchmark's figures
+    and leaderboards; returns (files written, [(figure, why skipped)])."""
+    tree = results if isinstance(results, xr.DataTree) else load_results(results)
+    if out is None and isinstance(results, xr.DataTree):
+        raise ConfigError("out is not set; allowed: a directory for the figures of loaded "
+                          "results")
+    out_dir = Path(out) if out is not None else default_out(results)
     out_dir.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     skipped: list[tuple[str, str]] = []
@@ -56,4 +78,17 @@ def write_report(results: str | Path, out: str | Path | None = None, *,
             path = out_dir / f"{name}.{fmt}"
             fig.savefig(path, dpi=dpi)
             written.append(path)
+    lines = []
+    for theme, vs in all_verdicts(tree).items():
+        lines.append(f"# {theme}")
+        lines += [v.line() for v in vs]
+    path = out_dir / "verdicts.txt"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    written.append(path)
+    if "inference" in tree.children and not isinstance(results, xr.DataTree):
+        from bayesslr.report import inference
+
+        more, why = inference.write_figures(results, out_dir, formats=tuple(formats), dpi=dpi)
+        written += more
+        skipped += why
     return written, skipped

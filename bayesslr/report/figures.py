@@ -6,28 +6,41 @@ group per method family, or a mapping ``family -> Dataset``) and returns a
 results hold none of what it draws (a method family absent, a dimension with one value), so
 callers degrade gracefully. Figures are built without pyplot (no global state, any backend);
 how a family is drawn (line or markers, label, colour) is its registry entry's
-:class:`~bayesslr.methods.PlotStyle`.
+:class:`~bayesslr.methods.PlotStyle`, so a family added later (GAMP, another sampler) is drawn
+without a change here.
 
 Reductions, stated once: seeds are averaged (error bars: standard error over seeds, or the
 method's own ``stderr`` when there is one seed); ``lam`` is tuned per ``alpha`` by taking, for
 each method, the value with the lowest seed-averaged test error (the paper's grid search,
-spec section 4); of several sizes (``D`` or ``sqrtND``) each method shows its largest.
+spec section 4); finite-size estimators are drawn at every size (``D`` or ``sqrtND``) they
+were run at, so the reader sees how the gap to the ``D -> inf`` theory closes; elsewhere a
+method shows its largest size. Error bars are one standard error.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
 import xarray as xr
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.ticker import LogLocator, MaxNLocator, NullFormatter, ScalarFormatter
 
 from bayesslr.methods import PlotStyle, get_method
 
 SETTING_DIMS = ("variant", "L", "nu", "delta")
+SIZE_DIMS = ("D", "sqrtND")
+# dataset dimensions of trajectory families (an optimiser's records): drawn by
+# :func:`gd_trajectories`, not against alpha
+TRAJECTORY_DIMS = ("step",)
 Results = xr.DataTree | Mapping[str, xr.Dataset]
+
+# the sampler's start strategies (bayesslr.bayes.sampler.INITS) and how they are drawn
+START_STYLE = {"teacher": ("s", "k"), "random": ("o", "C3"), "anneal": ("^", "C2")}
 
 
 class NothingToPlot(Exception):
@@ -45,8 +58,10 @@ def groups(results: Results) -> dict[str, xr.Dataset]:
     return dict(results)
 
 
-def methods_of(results: Results | xr.Dataset, family: str) -> list[str]:
+def methods_of(results: Results | xr.Dataset | None, family: str) -> list[str]:
     """Methods of ``family`` with at least one finite test error."""
+    if results is None:
+        return []
     ds = results if isinstance(results, xr.Dataset) else groups(results).get(family)
     if ds is None or "method" not in ds.dims or "test_error" not in ds:
         return []
@@ -74,13 +89,12 @@ def _color(m: str) -> str:
     return style(m).color_for(m)
 
 
-def _fmt(dim: str, v: object) -> str:
+def fmt_value(dim: str, v: object) -> str:
+    """``dim=value`` as a figure title shows it (``nu=inf``, ``L=1,2,3``)."""
     if isinstance(v, float | np.floating):
         v = "inf" if math.isinf(v) else f"{float(v):g}"
-    return f"{dim}={v}"
-
-
-SIZE_DIMS = ("D", "sqrtND")
+    name = {"nu": "\u03bd", "alpha": "\u03b1", "lam": "\u03bb", "delta": "\u0394"}.get(dim, dim)
+    return f"{name}={v}"
 
 
 def largest_size(ds: xr.Dataset, method: str) -> xr.Dataset:
@@ -94,6 +108,21 @@ def largest_size(ds: xr.Dataset, method: str) -> xr.Dataset:
             finite = np.isfinite(te).any([o for o in te.dims if o != d]).values
             sub = sub.isel({d: int(np.flatnonzero(finite)[-1]) if finite.any() else -1})
     return sub
+
+
+def sizes_of(ds: xr.Dataset, method: str) -> list[dict[str, object]]:
+    """Every size selection (``{"D": 100}``, ``{"sqrtND": 1e4}``, ``{}`` for a size-free
+    family) at which ``method`` has a finite test error, smallest first."""
+    sub = ds.sel({"method": method})
+    dims = [d for d in SIZE_DIMS if d in sub.dims]
+    if not dims:
+        return [{}]
+    out = []
+    for vals in itertools.product(*(sub[d].values.tolist() for d in dims)):
+        sel = dict(zip(dims, vals, strict=True))
+        if _finite(sub["test_error"].sel(sel)):
+            out.append(sel)
+    return out
 
 
 def seed_stats(da: xr.DataArray, se: xr.DataArray | None = None
@@ -111,6 +140,13 @@ def seed_stats(da: xr.DataArray, se: xr.DataArray | None = None
     return mean, sem
 
 
+def _best_lam(sub: xr.Dataset) -> xr.DataArray | None:
+    if "lam" not in sub["test_error"].dims:
+        return None
+    tmean, _ = seed_stats(sub["test_error"])
+    return tmean.fillna(np.inf).argmin("lam")
+
+
 def _tune_lam(mean: xr.DataArray, sem: xr.DataArray) -> tuple[xr.DataArray, xr.DataArray]:
     if "lam" not in mean.dims:
         return mean, sem
@@ -121,19 +157,29 @@ def _tune_lam(mean: xr.DataArray, sem: xr.DataArray) -> tuple[xr.DataArray, xr.D
     return mean.isel(lam=best, drop=True), sem.isel(lam=best, drop=True)
 
 
-def curve(ds: xr.Dataset, method: str, var: str = "test_error"
-          ) -> tuple[xr.DataArray, xr.DataArray]:
-    """Seed-averaged ``var`` of one method with its error bar, ``lam`` tuned."""
-    sub = largest_size(ds, method)
-    se = sub["stderr"] if (var == "test_error" and "stderr" in sub) else None
+def stats_of(sub: xr.Dataset, var: str = "test_error") -> tuple[xr.DataArray, xr.DataArray]:
+    """Seed-averaged ``var`` of one method's dataset (method and size already selected) with
+    its error bar, ``lam`` tuned on the test error (diagnostics follow the ``lam`` chosen
+    for the test error)."""
+    if var not in sub:
+        nan = xr.full_like(sub["test_error"], np.nan)
+        return _tune_lam(*seed_stats(nan))
+    own_se = {"test_error": "stderr"}.get(var, f"{var}_stderr")
+    se = sub[own_se] if own_se in sub else None
     mean, sem = seed_stats(sub[var], se)
     if var == "test_error":
         return _tune_lam(mean, sem)
-    if "lam" in mean.dims:  # diagnostics follow the lam chosen for the test error
-        tmean, _ = seed_stats(sub["test_error"])
-        best = tmean.fillna(np.inf).argmin("lam")
+    best = _best_lam(sub)
+    if best is not None and "lam" in mean.dims:
         return mean.isel(lam=best, drop=True), sem.isel(lam=best, drop=True)
     return mean, sem
+
+
+def curve(ds: xr.Dataset, method: str, var: str = "test_error"
+          ) -> tuple[xr.DataArray, xr.DataArray]:
+    """Seed-averaged ``var`` of one method at its largest size with its error bar, ``lam``
+    tuned."""
+    return stats_of(largest_size(ds, method), var)
 
 
 def settings(ds: xr.Dataset | Iterable[xr.Dataset], keep: Iterable[str]
@@ -162,14 +208,27 @@ def select(ds: xr.Dataset, sel: Mapping[str, object]) -> xr.Dataset | None:
         return None
 
 
-def _title(sel: dict[str, object]) -> str:
-    return ", ".join(_fmt(k, v) for k, v in sel.items() if not (k == "delta" and v == 0))
+def title_of(sel: Mapping[str, object]) -> str:
+    """Panel title of a setting (``delta = 0`` omitted)."""
+    return ", ".join(fmt_value(k, v) for k, v in sel.items() if not (k == "delta" and v == 0))
 
 
-def _grid(n: int, *, width: float = 4.2, height: float = 3.4) -> tuple[Figure, list]:
-    cols = min(n, 3)
+def _size_label(size: Mapping[str, object]) -> str:
+    if not size:
+        return ""
+    d, v = next(iter(size.items()))
+    return f"D={int(v)}" if d == "D" else f"\u221a(ND)={float(v):g}"
+
+
+MIN_WIDTH = 8.0  # inches: room for the title and a legend below a single panel
+
+
+def _grid(n: int, *, cols: int = 3, width: float = 4.4, height: float = 3.5
+          ) -> tuple[Figure, list[Axes]]:
+    cols = max(1, min(n, cols))
     rows = math.ceil(n / cols)
-    fig = Figure(figsize=(width * cols, height * rows), layout="constrained")
+    fig = Figure(figsize=(max(width * cols, MIN_WIDTH), height * rows + 1.0),
+                 layout="constrained")
     axes = fig.subplots(rows, cols, squeeze=False).ravel().tolist()
     for ax in axes[n:]:
         ax.set_visible(False)
@@ -177,7 +236,44 @@ def _grid(n: int, *, width: float = 4.2, height: float = 3.4) -> tuple[Figure, l
 
 
 def _finite(a: xr.DataArray) -> bool:
-    return bool(np.isfinite(a.values).any())
+    return bool(np.isfinite(np.asarray(a.values, dtype=float)).any())
+
+
+def _legend_below(fig: Figure, axes: Iterable[Axes], extra: Iterable = ()) -> None:
+    """One legend for the whole figure, below the panels (entries deduplicated by label)."""
+    seen: dict[str, object] = {}
+    for ax in axes:
+        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
+            if lab and not lab.startswith("_") and lab not in seen:
+                seen[lab] = h
+    for h in extra:
+        lab = h.get_label()
+        if lab not in seen:
+            seen[lab] = h
+    if seen:
+        width = fig.get_size_inches()[0]
+        longest = max(len(lab) for lab in seen)
+        per_col = max(2.0, 0.062 * longest + 0.7)  # inches a legend column needs at 8 pt
+        fig.legend(list(seen.values()), list(seen), loc="outside lower center",
+                   ncols=max(1, min(len(seen), int(width // per_col))), fontsize=8,
+                   frameon=False)
+
+
+def _plain_log(ax: Axes, axis: str = "y") -> None:
+    """Log scale with plain tick labels (0.2, 0.5, 1) instead of powers of ten."""
+    a = ax.yaxis if axis == "y" else ax.xaxis
+    (ax.set_yscale if axis == "y" else ax.set_xscale)("log")
+    a.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 3.0, 5.0)))
+    a.set_major_formatter(ScalarFormatter())
+    a.set_minor_formatter(NullFormatter())
+
+
+def _xjitter(x: np.ndarray, i: int, n: int) -> np.ndarray:
+    """Offsets markers of ``n`` series drawn at the same ``x`` (by 2.5% of ``x`` each) so their
+    error bars separate."""
+    if n <= 1:
+        return x
+    return x * (1.0 + 0.025 * (i - (n - 1) / 2))
 
 
 # --------------------------------------------------------------------------------------------
@@ -185,8 +281,8 @@ def _finite(a: xr.DataArray) -> bool:
 # --------------------------------------------------------------------------------------------
 def _collapse(mean: xr.DataArray, sem: xr.DataArray, keep: str
               ) -> tuple[xr.DataArray, xr.DataArray]:
-    """Drop the dims other than ``keep`` that a population result does not depend on (the
-    sweep broadcasts it along ``alpha``): take the first index holding a finite value."""
+    """Drop the dims other than ``keep`` that a population result does not depend on (older
+    datasets broadcast it along ``alpha``): take the first index holding a finite value."""
     for d in [d for d in mean.dims if d != keep]:
         other = [o for o in mean.dims if o != d]
         finite = np.isfinite(mean).any(other).values if other else np.isfinite(mean).values
@@ -195,55 +291,127 @@ def _collapse(mean: xr.DataArray, sem: xr.DataArray, keep: str
     return mean, sem
 
 
-def _population_vs(results: Results, dim: str) -> Figure:
+def population_series(results: Results, dim: str
+                      ) -> list[tuple[dict[str, object], dict[str, dict[str, np.ndarray]]]]:
+    """The population results as series against ``dim`` (``"nu"`` or ``"L"``), one entry per
+    setting of the other dims: ``(setting, {method: {"x", "mean", "se", "at_bound"}})``, only
+    methods with at least two finite points (``x`` holds the coordinate values)."""
     ds = groups(results).get("population")
-    methods = methods_of(ds, "population") if ds is not None else []
-    if not methods:
-        raise NothingToPlot("no population:* method in the results")
-    if dim not in ds.dims or ds.sizes[dim] < 2:
-        raise NothingToPlot(f"the population results have fewer than two values of {dim}")
-    panels = []
+    methods = methods_of(ds, "population")
+    if not methods or dim not in ds.dims or ds.sizes[dim] < 2:
+        return []
+    out = []
     for sel in settings(ds, keep=(dim,)):
         sub = ds.sel(sel)
         lines = {}
         for m in methods:
-            mean, sem = curve(sub, m)
+            one = largest_size(sub, m)
+            mean, sem = stats_of(one)
             mean, sem = _collapse(mean.squeeze(drop=True), sem.squeeze(drop=True), keep=dim)
+            bound, _ = stats_of(one, "at_bound")
+            bound, _ = _collapse(bound.squeeze(drop=True), bound.squeeze(drop=True), keep=dim)
             if mean.ndim == 1 and int(np.isfinite(mean.values).sum()) >= 2:
-                lines[m] = (mean, sem)
+                lines[m] = {"x": mean[dim].values, "mean": mean.values, "se": sem.values,
+                            "at_bound": np.nan_to_num(bound.values) > 0.5
+                            if bound.ndim == 1 else np.zeros(mean.shape, bool)}
         if lines:
-            panels.append((sel, lines))
+            out.append((sel, lines))
+    return out
+
+
+def _L_positions(labels: np.ndarray) -> tuple[np.ndarray, list[str], float | None]:
+    """x positions of length labels: fixed lengths at their value, length laws after them
+    (one unit apart); returns (positions, tick labels, where the laws start)."""
+    fixed = [int(s) for s in labels if "," not in str(s) and ":" not in str(s)]
+    right = max(fixed) if fixed else 0
+    pos, ticks, k = [], [], 0
+    for s in labels:
+        s = str(s)
+        if "," in s or ":" in s:
+            k += 1
+            pos.append(right + 0.5 + k)
+            ticks.append("U{" + s + "}" if ":" not in s else s)
+        else:
+            pos.append(int(s))
+            ticks.append(s)
+    return np.asarray(pos, float), ticks, (right + 0.75 if k and fixed else None)
+
+
+def _population_vs(results: Results, dim: str) -> Figure:
+    ds = groups(results).get("population")
+    if not methods_of(ds, "population"):
+        raise NothingToPlot("no population:* method in the results")
+    if dim not in ds.dims or ds.sizes[dim] < 2:
+        raise NothingToPlot(f"the population results have fewer than two values of {dim}")
+    panels = population_series(results, dim)
     if not panels:
         raise NothingToPlot(f"no setting has population results at two values of {dim}")
-    fig, axes = _grid(len(panels))
+    fig, axes = _grid(len(panels), cols=3)
+    any_bound = False
     for ax, (sel, lines) in zip(axes, panels, strict=True):
-        for m, (mean, sem) in lines.items():
-            x = mean[dim].values
-            xs = np.arange(len(x)) if x.dtype.kind in "UO" else x
-            ok = np.isfinite(mean.values)
-            kw = ({"ls": "--", "lw": 2, "zorder": 3} if m == "population:bayes"
-                  else {"marker": style(m).marker})
-            ax.errorbar(xs[ok], mean.values[ok], yerr=np.nan_to_num(sem.values[ok]),
-                        color=_color(m), label=_label(m), capsize=2, **kw)
-            if x.dtype.kind in "UO":
-                ax.set_xticks(xs, [str(v) for v in x])
-        ax.set_xlabel(dim if dim != "nu" else r"$\nu$")
+        if dim == "L":  # positions of the lengths this panel has
+            present = [str(v) for i, v in enumerate(next(iter(lines.values()))["x"])
+                       if any(np.isfinite(s["mean"][i]) for s in lines.values())]
+            pos, ticks, split = _L_positions(np.asarray(present))
+            where = dict(zip(present, pos, strict=True))
+        for m, s in lines.items():
+            x = s["x"]
+            if dim == "L":
+                xs = np.array([where.get(str(v), np.nan) for v in x])
+            else:
+                xs = np.asarray(x, float)
+            ok = np.isfinite(s["mean"])
+            is_law = np.array(["," in str(v) or ":" in str(v) for v in x]) if dim == "L" \
+                else np.zeros(len(x), bool)
+            kw = ({"ls": "--", "lw": 2, "zorder": 3, "marker": "None"}
+                  if m == "population:bayes" else {"marker": style(m).marker, "ms": 5})
+            lab = "Bayes risk" if m == "population:bayes" else _label(m)
+            line = ok & ~is_law
+            ax.errorbar(xs[line], s["mean"][line], yerr=np.nan_to_num(s["se"][line]),
+                        color=_color(m), label=lab, capsize=2, **kw)
+            law = ok & is_law
+            if law.any():  # side by side, so that close values do not hide each other
+                shift = 0.12 * (list(lines).index(m) - (len(lines) - 1) / 2)
+                ax.errorbar(xs[law] + shift, s["mean"][law], yerr=np.nan_to_num(s["se"][law]),
+                            color=_color(m), fmt="D" if m != "population:bayes" else "_",
+                            ms=6 if m != "population:bayes" else 14, capsize=2, mew=2)
+            bound = ok & s["at_bound"]
+            if bound.any():
+                any_bound = True
+                ax.plot(xs[bound], s["mean"][bound], "v", mfc="none", mec=_color(m), ms=11,
+                        mew=1.5, zorder=4)
+        if dim == "L":
+            ax.set_xticks(pos, ticks)
+            if split is not None:
+                ax.axvline(split, color="0.6", lw=0.8, ls=":")
+            ax.set_xlabel("sequence length L (U{...}: variable length)")
+        else:
+            ax.set_xlabel("signal strength \u03bd")
         ax.set_ylabel("population excess risk")
-        ax.set_title(_title(sel), fontsize=9)
-        if dim == "nu":
-            ax.set_yscale("log")
-        ax.legend(fontsize=8)
-    fig.suptitle(f"Population excess risk vs {dim}")
+        if dim == "nu" and all(np.nanmin(s["mean"]) > 0 for s in lines.values()):
+            _plain_log(ax)
+        ax.set_title(title_of(sel), fontsize=10)
+        ax.grid(alpha=0.3)
+    bound = Line2D([], [], ls="none", marker="v", mfc="none", mec="0.3", ms=9,
+                   label="optimum at |k|\u2192\u221e: value is an upper bound")
+    extra = [bound] if any_bound else []
+    _legend_below(fig, axes, extra)
+    what = "signal strength \u03bd" if dim == "nu" else "sequence length L"
+    fig.suptitle(f"Population excess risk against {what}")
     return fig
 
 
 def population_vs_nu(results: Results) -> Figure:
-    """Population excess risk of each activation (and the Bayes risk) against ``nu``."""
+    """Population excess risk of each activation (and the Bayes risk) against ``nu``, one panel
+    per (variant, L); an open downward triangle marks a value at the optimiser's bound
+    (``at_bound``: an upper bound on the infimum)."""
     return _population_vs(results, "nu")
 
 
 def population_vs_L(results: Results) -> Figure:
-    """Population excess risk of each activation (and the Bayes risk) against ``L``."""
+    """Population excess risk of each activation (and the Bayes risk) against ``L``, one panel
+    per (variant, nu): fixed lengths joined by lines, length laws (``U{1,2,3}``) as diamonds
+    to the right of the dotted separator."""
     return _population_vs(results, "L")
 
 
@@ -254,6 +422,11 @@ def population_vs_L(results: Results) -> Figure:
 FINITE_SAMPLE = ("theory_bayes", "theory_erm", "erm", "bayes_sampling", "amp")
 
 
+def is_trajectory(ds: xr.Dataset) -> bool:
+    """A trajectory family (records along ``step``), drawn by :func:`gd_trajectories`."""
+    return any(d in ds.dims for d in TRAJECTORY_DIMS)
+
+
 def finite_sample_groups(results: Results) -> dict[str, xr.Dataset]:
     """The groups drawn against ``alpha``: families with an ``alpha`` dimension and a test
     error whose plot style is a line or markers (trajectory families are drawn elsewhere)."""
@@ -262,125 +435,663 @@ def finite_sample_groups(results: Results) -> dict[str, xr.Dataset]:
     out = {}
     for fam in order:
         ds = g[fam]
-        if "alpha" in ds.dims and methods_of(ds, fam) and style(
+        if "alpha" in ds.dims and not is_trajectory(ds) and methods_of(ds, fam) and style(
                 str(ds["method"].values[0])).kind in ("line", "marker"):
             out[fam] = ds
     return out
 
 
-def bayes_risk_at(results: Results, sel: Mapping[str, object]) -> float | None:
-    """The population Bayes risk (the ``alpha -> inf`` limit) at a setting, if computed (the
-    excess risk does not depend on ``Delta``, so ``delta`` is not matched)."""
+def bayes_risk_at(results: Results, sel: Mapping[str, object]) -> tuple[float, float] | None:
+    """The population Bayes risk (the ``alpha -> inf`` limit) at a setting and its standard
+    error, if computed (the excess risk does not depend on ``Delta``, so ``delta`` is not
+    matched)."""
     pop = groups(results).get("population")
-    if pop is None or "population:bayes" not in methods_of(pop, "population"):
+    if "population:bayes" not in methods_of(pop, "population"):
         return None
-    sub = select(pop, {d: v for d, v in sel.items() if d != "delta"})
-    if sub is None:
+    own = {d: v for d, v in sel.items() if d != "delta" and d in pop.dims}
+    if any(v not in pop[d].values.tolist() for d, v in own.items()):
         return None
-    lm, _ = curve(sub, "population:bayes")
-    vals = lm.values[np.isfinite(lm.values)]
-    return float(vals.mean()) if vals.size else None
+    lm, ls = curve(pop.sel(own), "population:bayes")
+    ok = np.isfinite(lm.values)
+    if not ok.any():
+        return None
+    return float(lm.values[ok].ravel()[0]), float(np.nan_to_num(ls.values[ok].ravel()[0]))
+
+
+def hard_windows(alpha: np.ndarray, hard: np.ndarray) -> list[tuple[float, float]]:
+    """Intervals of ``alpha`` where the state evolution flags a hard phase, each widened to
+    half-way to the neighbouring grid points (the window is known to grid resolution)."""
+    alpha = np.asarray(alpha, float)
+    hard = np.asarray(hard, float) > 0.5
+    out = []
+    i = 0
+    while i < len(alpha):
+        if not hard[i]:
+            i += 1
+            continue
+        j = i
+        while j + 1 < len(alpha) and hard[j + 1]:
+            j += 1
+        lo = alpha[i] - (alpha[i] - alpha[i - 1]) / 2 if i > 0 else alpha[i] * 0.9
+        hi = alpha[j] + (alpha[j + 1] - alpha[j]) / 2 if j + 1 < len(alpha) else alpha[j] * 1.1
+        out.append((float(lo), float(hi)))
+        i = j + 1
+    return out
+
+
+def state_evolution(ds: xr.Dataset) -> dict[str, np.ndarray] | None:
+    """The Bayes-optimal state evolution of one setting (``theory_bayes`` group at a
+    setting): ``alpha``, ``best``/``se``, the ``informed`` and ``uninformed`` branches, the
+    flags ``differ`` and ``hard``; None when absent."""
+    if "theory_bayes" not in methods_of(ds, "theory_bayes"):
+        return None
+    sub = largest_size(ds, "theory_bayes")
+    best, se = stats_of(sub)
+    best, se = best.squeeze(drop=True), se.squeeze(drop=True)
+    if best.ndim != 1 or "alpha" not in best.dims:
+        return None
+    out = {"alpha": best["alpha"].values, "best": best.values, "se": np.nan_to_num(se.values)}
+    for name, var in (("informed", "test_error_informed"),
+                      ("uninformed", "test_error_uninformed"),
+                      ("differ", "branches_differ"), ("hard", "hard_phase")):
+        v, _ = stats_of(sub, var)
+        v = v.squeeze(drop=True)
+        out[name] = v.values if v.ndim == 1 else np.full(best.shape, np.nan)
+    return out
+
+
+def _draw_state_evolution(ax: Axes, se: Mapping[str, np.ndarray]) -> None:
+    x, ok = se["alpha"], np.isfinite(se["best"])
+    st = style("theory_bayes")
+    ax.plot(x[ok], se["best"][ok], st.linestyle, color=st.color_for("theory_bayes"), lw=2,
+            label=st.label_for("theory_bayes"), zorder=st.zorder)
+    ax.fill_between(x[ok], (se["best"] - se["se"])[ok], (se["best"] + se["se"])[ok],
+                    color="k", alpha=0.15, lw=0)
+    differ = np.nan_to_num(se["differ"]) > 0.5
+    if differ.any():
+        for name, ls, lab in (("informed", "-", "SE from the informed start"),
+                              ("uninformed", "--", "SE from the uninformed start")):
+            y = se[name]
+            good = np.isfinite(y)
+            ax.plot(x[good], y[good], ls, color="0.35", lw=1.2, label=lab, zorder=2)
+    for lo, hi in hard_windows(x, np.nan_to_num(se["hard"])):
+        ax.axvspan(lo, hi, color="C1", alpha=0.15, lw=0,
+                   label="hard phase of the state evolution")
+
+
+def _draw_markers(ax: Axes, ds: xr.Dataset, m: str) -> None:
+    st = style(m)
+    sizes = sizes_of(ds, m)
+    for i, size in enumerate(sizes):
+        sub = ds.sel({"method": m, **size})
+        mean, sem = stats_of(sub)
+        mean, sem = mean.squeeze(drop=True), sem.squeeze(drop=True)
+        if mean.ndim != 1 or "alpha" not in mean.dims or not _finite(mean):
+            continue
+        x, y, e = mean["alpha"].values, mean.values, np.nan_to_num(sem.values)
+        ok = np.isfinite(y)
+        rank = (i + 1) / len(sizes)  # smaller sizes lighter and smaller
+        lab = _label(m) + (f", {_size_label(size)}" if len(sizes) > 1 or size else "")
+        ax.errorbar(_xjitter(x, i, len(sizes))[ok], y[ok], yerr=e[ok], fmt=st.marker,
+                    color=_color(m), capsize=3, ms=4 + 3 * rank, alpha=0.45 + 0.55 * rank,
+                    mfc=None if st.filled else "white", label=lab, zorder=st.zorder + 1)
+        if "oracle_error" in sub and m.split(":")[0] == "bayes_sampling":
+            om, os_ = stats_of(sub, "oracle_error")
+            om, os_ = om.squeeze(drop=True), os_.squeeze(drop=True)
+            if om.ndim == 1 and _finite(om):
+                ok = np.isfinite(om.values)
+                ax.errorbar(_xjitter(x, i, len(sizes))[ok], om.values[ok],
+                            yerr=np.nan_to_num(os_.values)[ok], fmt="x", color="0.45",
+                            capsize=2, ms=6, zorder=st.zorder,
+                            label="oracle (teacher known), same test set"
+                            + (f", {_size_label(size)}" if len(sizes) > 1 else ""))
+
+
+def _draw_line(ax: Axes, ds: xr.Dataset, m: str) -> None:
+    st = style(m)
+    mean, sem = curve(ds, m)
+    mean, sem = mean.squeeze(drop=True), sem.squeeze(drop=True)
+    if mean.ndim != 1 or "alpha" not in mean.dims or not _finite(mean):
+        return
+    x, y, e = mean["alpha"].values, mean.values, np.nan_to_num(sem.values)
+    ok = np.isfinite(y)
+    lam = ""
+    if "lam" in ds.dims:
+        te = ds["test_error"].sel({"method": m})
+        finite = np.isfinite(te).any([d for d in te.dims if d != "lam"]).values
+        vals = [fmt_value("lam", v).split("=")[1] for v, f in
+                zip(ds["lam"].values.tolist(), finite, strict=True) if f]
+        lam = f", \u03bb={vals[0]}" if len(vals) == 1 else ", \u03bb tuned"
+    ax.plot(x[ok], y[ok], st.linestyle, color=_color(m), label=_label(m) + lam,
+            lw=2 if st.color == "k" else 1.6, zorder=st.zorder, marker="." if ok.sum() < 4
+            else None)
+    ax.fill_between(x[ok], (y - e)[ok], (y + e)[ok], color=_color(m), alpha=0.15, lw=0)
 
 
 def error_vs_alpha(results: Results) -> Figure:
-    """Test excess error against ``alpha``, one panel per setting: theory lines
-    (``theory_erm:*``, the Bayes-optimal ``theory_bayes``), finite-``D`` markers with error bars
-    (``erm:*``, ``bayes_sampling``, ``amp``, ...) and the Bayes risk (``population:bayes``, the
-    ``alpha -> inf`` limit) where present; each family drawn with its registry plot style."""
+    """Test excess error against ``alpha``, one panel per (variant, L, nu, delta): the
+    Bayes-optimal state evolution (both branches where they differ, the hard window shaded),
+    replica lines (``theory_erm:*``, ``lam`` tuned), finite-``D`` markers with error bars at
+    every size run (``erm:*``, ``bayes_sampling`` with its oracle, ``amp``, ...) and the Bayes
+    risk (``population:bayes``, the ``alpha -> inf`` limit); each family drawn with its
+    registry plot style."""
     fams = finite_sample_groups(results)
     if not fams:
         raise NothingToPlot("no finite-sample method (erm, theory_erm, bayes_sampling, "
                             "theory_bayes, ...) in the results")
     panels = []
     for sel in settings(fams.values(), keep=("alpha",)):
-        items = []
-        for fam, ds in fams.items():
-            sub = select(ds, sel)
-            if sub is None:
-                continue
-            for m in methods_of(ds, fam):
-                mean, sem = curve(sub, m)
-                mean, sem = mean.squeeze(drop=True), sem.squeeze(drop=True)
-                if mean.ndim == 1 and "alpha" in mean.dims and _finite(mean):
-                    items.append((m, mean, sem))
-        if items:
-            panels.append((sel, items, bayes_risk_at(results, sel)))
+        subs = {f: s for f, ds in fams.items() if (s := select(ds, sel)) is not None}
+        subs = {f: s for f, s in subs.items() if methods_of(s, f)}
+        if subs:
+            panels.append((sel, subs, bayes_risk_at(results, sel)))
     if not panels:
         raise NothingToPlot("no setting has finite-sample results")
-    fig, axes = _grid(len(panels), width=4.6, height=3.6)
-    for ax, (sel, items, limit) in zip(axes, panels, strict=True):
-        for m, mean, sem in items:
-            st = style(m)
-            x, y, e = mean["alpha"].values, mean.values, np.nan_to_num(sem.values)
-            ok = np.isfinite(y)
-            if st.kind == "line":
-                ax.plot(x[ok], y[ok], st.linestyle, color=_color(m), label=_label(m),
-                        lw=2 if st.color == "k" else 1.5, zorder=st.zorder)
-            else:
-                ax.errorbar(x[ok], y[ok], yerr=e[ok], fmt=st.marker, color=_color(m),
-                            capsize=3, mfc=None if st.filled else "white", label=_label(m),
-                            zorder=st.zorder)
+    fig, axes = _grid(len(panels), cols=3, width=5.0, height=4.0)
+    for ax, (sel, subs, limit) in zip(axes, panels, strict=True):
+        for fam, sub in subs.items():
+            for m in methods_of(sub, fam):
+                if fam == "theory_bayes":
+                    se = state_evolution(sub)
+                    if se is not None:
+                        _draw_state_evolution(ax, se)
+                elif style(m).kind == "line":
+                    _draw_line(ax, sub, m)
+                else:
+                    _draw_markers(ax, sub, m)
         if limit is not None:
-            ax.axhline(limit, color="k", ls=":", lw=1, label="Bayes risk (alpha=inf)")
-        ax.set_xlabel(r"$\alpha = N/D$")
+            ax.axhline(limit[0], color="k", ls=":", lw=1.2,
+                       label="Bayes risk (\u03b1\u2192\u221e, population)")
+        ax.set_xlabel("sample ratio \u03b1 = N/D")
         ax.set_ylabel("test excess error")
-        ax.set_title(_title(sel), fontsize=9)
-        ax.legend(fontsize=7)
-    fig.suptitle("Test excess error vs sample ratio (lam tuned per alpha)")
+        ax.set_title(title_of(sel), fontsize=10)
+        ax.grid(alpha=0.3)
+    _legend_below(fig, axes)
+    fig.suptitle("Test excess error against the sample ratio \u03b1")
     return fig
 
 
 # --------------------------------------------------------------------------------------------
-# sampler diagnostics (spec section 6)
+# gradient dynamics (spec section 4 and 7: the connection with gradient-based algorithms)
 # --------------------------------------------------------------------------------------------
-DIAGNOSTICS = (("r_hat_max", "max split R-hat", 1.01), ("ess_bulk_min", "min bulk ESS", None),
-               ("nishimori_gap", "Nishimori gap max|m - q|", None),
-               ("divergences", "divergent transitions", None))
+TRAJECTORY_PANELS = (("m_k", "m_k = k\u00b7k*/D"), ("q_k", "q_k = |k|\u00b2/D"),
+                     ("m_v", "m_v = v\u00b7v*/D"), ("q_v", "q_v = |v|\u00b2/D"),
+                     ("cross", "cross overlaps (z-score)"), ("test_error", "test excess error"))
+INIT_LINESTYLES = {"informed": "-", "random": "--"}
+
+
+def trajectory_groups(results: Results) -> dict[str, xr.Dataset]:
+    """The trajectory families (``gd`` and any other with a ``step`` dimension)."""
+    return {f: ds for f, ds in groups(results).items() if is_trajectory(ds)
+            and "trajectory_m_k" in ds}
+
+
+def _run_dims(ds: xr.Dataset) -> list[str]:
+    return [d for d in ("variant", "L", "nu", "delta", "alpha", "lam", *SIZE_DIMS)
+            if d in ds.dims]
+
+
+def trajectory_runs(results: Results) -> list[dict[str, object]]:
+    """Every recorded trajectory: ``{"family", "method", "init", "seed", "setting" (dims ->
+    value), "step", one array per recorded variable}`` (``init`` from the dataset's ``init``
+    dimension when the results split one, else the ``init`` output, else ``"?"``)."""
+    out = []
+    for fam, ds in trajectory_groups(results).items():
+        dims = _run_dims(ds)
+        inits = ds["init"].values.tolist() if "init" in ds.dims else [None]
+        for m in ds["method"].values.tolist():
+            for init in inits:
+                for vals in itertools.product(*(ds[d].values.tolist() for d in dims)):
+                    setting = dict(zip(dims, vals, strict=True))
+                    for seed in ds["seed"].values.tolist():
+                        sel = {"method": m, **setting, "seed": seed}
+                        if init is not None:
+                            sel["init"] = init
+                        one = ds.sel(sel)
+                        mk = one["trajectory_m_k"].values
+                        ok = np.isfinite(mk)
+                        if not ok.any():
+                            continue
+                        run = {"family": fam, "method": m, "seed": int(seed),
+                               "setting": setting,
+                               "init": init if init is not None else _text(one, "init")}
+                        step = (one["trajectory_step"].values if "trajectory_step" in one
+                                else one["step"].values)
+                        run["step"] = np.asarray(step, float)[ok]
+                        for v in one.data_vars:
+                            if v.startswith("trajectory_") and "step" in one[v].dims:
+                                run[v[len("trajectory_"):]] = np.asarray(
+                                    one[v].values, float)[ok]
+                        out.append(run)
+    return out
+
+
+def _text(ds: xr.Dataset, var: str) -> str:
+    if var not in ds:
+        return "?"
+    v = ds[var].values
+    return str(v.item() if v.size == 1 else v.ravel()[0]) or "?"
+
+
+def cross_zscore(run: Mapping[str, np.ndarray], D: float) -> np.ndarray:
+    """Largest cross overlap along a trajectory in units of its finite-``D`` noise level:
+    for vectors independent of the teacher, ``k.v*/D`` has standard deviation
+    ``sqrt(q_k / D)``, ``v.k*/D`` ``sqrt(q_v / D)`` and ``k.v/D`` ``sqrt(q_k q_v / D)``."""
+    with np.errstate(all="ignore"):
+        z = np.stack([np.abs(run["m_kv"]) / np.sqrt(run["q_k"] / D),
+                      np.abs(run["m_vk"]) / np.sqrt(run["q_v"] / D),
+                      np.abs(run["q_kv"]) / np.sqrt(run["q_k"] * run["q_v"] / D)])
+    return np.nanmax(np.where(np.isfinite(z), z, np.nan), axis=0)
+
+
+def fixed_points(results: Results, run: Mapping[str, object]) -> dict[str, dict[str, float]]:
+    """The ERM fixed point at a trajectory's setting, from ``theory_erm`` (same activation,
+    alpha and lam: ``"replica"``, value and ``<var>_se``) and ``erm`` (same activation, alpha,
+    lam and size: ``"lbfgs"``, seed mean, its ``<var>_se``, the seed-to-seed standard
+    deviation ``<var>_sd`` and the number of seeds ``n``; ``"lbfgs_seed"``, L-BFGS on the
+    trajectory's own seed, i.e. on the same data)."""
+    g = groups(results)
+    act = str(run["method"]).partition(":")[2]
+    setting = dict(run["setting"])  # type: ignore[arg-type]
+    out: dict[str, dict[str, float]] = {}
+    for fam, key in (("theory_erm", "replica"), ("erm", "lbfgs")):
+        ds = g.get(fam)
+        m = f"{fam}:{act}"
+        if m not in methods_of(ds, fam):
+            continue
+        own = {d: v for d, v in setting.items() if d in ds.dims}
+        if fam == "theory_erm":
+            own = {d: v for d, v in own.items() if d not in SIZE_DIMS}
+        try:
+            sub = ds.sel({"method": m, **own})
+        except KeyError:
+            continue
+        if any(d in sub.dims and d != "seed" for d in (*SETTING_DIMS, "alpha", "lam",
+                                                        *SIZE_DIMS)):
+            continue  # the trajectory's setting does not pin the point down
+        vals: dict[str, float] = {}
+        same: dict[str, float] = {}
+        for v in ("m_k", "q_k", "m_v", "q_v", "test_error"):
+            if v not in sub:
+                continue
+            mean, sem = seed_stats(sub[v], sub.get("stderr") if v == "test_error" else
+                                   sub.get(f"{v}_stderr"))
+            vals[v] = float(mean.values)
+            vals[f"{v}_se"] = float(sem.values)
+            if "seed" in sub[v].dims:  # seed-to-seed spread: a single run's finite-D scatter
+                x = sub[v].values[np.isfinite(sub[v].values)]
+                vals[f"{v}_sd"] = float(np.std(x, ddof=1)) if x.size > 1 else math.nan
+                vals["n"] = float(x.size)
+                if run.get("seed") in sub["seed"].values.tolist():
+                    same[v] = float(sub[v].sel(seed=run["seed"]).values)
+        if vals and math.isfinite(vals.get("test_error", math.nan)):
+            out[key] = vals
+        if same and all(math.isfinite(x) for x in same.values()):
+            out["lbfgs_seed"] = same
+    return out
+
+
+def gd_trajectories(results: Results) -> Figure:
+    """Overlaps and test error along gradient-descent / Adam trajectories (``gd`` family):
+    one row of panels per setting, line style by start (informed solid, random dashed),
+    colour by activation, against the ERM fixed point at the same ``alpha`` and ``lam``: the
+    replica prediction (dotted line, band one s.e.) and L-BFGS ERM on data of the same size
+    (dash-dot, seed mean). The cross-overlap panel shows the largest of ``|k.v*|``,
+    ``|v.k*|``, ``|k.v|`` in units of its finite-``D`` noise level (dashed at 4): the
+    symmetric manifold is invariant under GD on the population (spec section 7)."""
+    runs = trajectory_runs(results)
+    if not runs:
+        raise NothingToPlot("no trajectory family (gd) in the results")
+    keys = []
+    for r in runs:
+        k = tuple(r["setting"].items())
+        if k not in keys:
+            keys.append(k)
+    n = len(TRAJECTORY_PANELS)
+    cols = 3
+    rows_per = math.ceil(n / cols)
+    fig = Figure(figsize=(4.4 * cols, 3.1 * rows_per * len(keys) + 1.1), layout="constrained")
+    sub_figs = fig.subfigures(len(keys), 1, squeeze=False).ravel()
+    all_axes: list[Axes] = []
+    for sf, key in zip(sub_figs, keys, strict=True):
+        setting = dict(key)
+        axes = sf.subplots(rows_per, cols, squeeze=False).ravel().tolist()
+        all_axes += axes
+        D = float(setting.get("D", math.nan))
+        for r in [r for r in runs if tuple(r["setting"].items()) == key]:
+            color = _color(str(r["method"]))
+            ls = INIT_LINESTYLES.get(str(r["init"]), ":")
+            lab = f"{str(r['method']).partition(':')[2]} GD, {r['init']} start"
+            for ax, (var, _) in zip(axes, TRAJECTORY_PANELS, strict=False):
+                y = cross_zscore(r, D) if var == "cross" else r.get(var)
+                if y is None:
+                    continue
+                ax.plot(r["step"], y, ls, color=color, lw=1.5, label=lab,
+                        alpha=0.9 if r["seed"] == runs[0]["seed"] else 0.5)
+            fp = fixed_points(results, r)
+            act = str(r["method"]).partition(":")[2]
+            for ax, (var, _) in zip(axes, TRAJECTORY_PANELS, strict=False):
+                if "replica" in fp and var in fp["replica"]:
+                    v, e = fp["replica"][var], fp["replica"].get(f"{var}_se", 0.0)
+                    ax.axhline(v, color=color, ls=":", lw=1.5,
+                               label=f"{act} replica fixed point")
+                    ax.axhspan(v - e, v + e, color=color, alpha=0.12, lw=0)
+                if "lbfgs" in fp and var in fp["lbfgs"]:
+                    ax.axhline(fp["lbfgs"][var], color=color, ls="-.", lw=1,
+                               label=f"{act} L-BFGS ERM (same \u03b1, \u03bb, D)")
+        first = min((float(r["step"][1]) for r in runs if len(r["step"]) > 1), default=1.0)
+        for ax, (var, lab) in zip(axes, TRAJECTORY_PANELS, strict=False):
+            # early dynamics (the escape from a random start) on a log scale past one record
+            ax.set_xscale("symlog", linthresh=first, linscale=0.5)
+            ax.set_xlim(0, max(float(r["step"][-1]) for r in runs))
+            ax.set_xlabel(f"optimiser step (log scale above {first:g})")
+            ax.set_ylabel(lab)
+            ax.grid(alpha=0.3)
+            if var == "cross":
+                ax.axhline(4.0, color="0.5", ls="--", lw=0.8)
+                ax.set_ylim(bottom=0)
+        for ax in axes[n:]:
+            ax.set_visible(False)
+        sf.suptitle(title_of(setting), fontsize=10)
+    _legend_below(fig, all_axes)
+    fig.suptitle("Gradient-descent trajectories against the ERM fixed point", fontsize=12)
+    return fig
+
+
+# --------------------------------------------------------------------------------------------
+# sampler health (spec section 6)
+# --------------------------------------------------------------------------------------------
+def sampler_starts_of(ds: xr.Dataset) -> list[str]:
+    """The start strategies a ``bayes_sampling`` group reports: the first one (the cell's
+    main run, output ``init``) and every ``<init>_test_error`` of the other starts."""
+    out = []
+    if "init" in ds:
+        vals = [str(v) for v in np.asarray(ds["init"].values).ravel() if str(v)]
+        out += list(dict.fromkeys(vals))
+    out += [s for s in START_STYLE if f"{s}_test_error" in ds and _finite(ds[f"{s}_test_error"])]
+    return list(dict.fromkeys(out)) or ["teacher"]
+
+
+def _start_var(ds: xr.Dataset, start: str, var: str) -> str | None:
+    """The variable holding ``var`` of a start: ``<start>_<var>`` for the other starts, the
+    plain name for the main start (where the cells' ``init`` says so)."""
+    if f"{start}_{var}" in ds:
+        return f"{start}_{var}"
+    if var in ds and "init" in ds:
+        mains = {str(v) for v in np.asarray(ds["init"].values).ravel() if str(v)}
+        if start in mains or not mains:
+            return var
+    return var if var in ds and "init" not in ds and start == "teacher" else None
+
+
+def _start_series(sub: xr.Dataset, start: str, var: str
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(alpha, seed mean, s.e.) of one start's ``var`` in a setting, at the largest size; the
+    main start's value only where the cell's main start is ``start``."""
+    name = _start_var(sub, start, var)
+    if name is None:
+        return None
+    da = sub[name]
+    if name == var and "init" in sub:  # the main run's value: only cells whose init is start
+        da = da.where(sub["init"] == start)
+    se = None
+    if var == "test_error" and name == var and "stderr" in sub:
+        se = sub["stderr"]
+    mean, sem = seed_stats(da, se)
+    mean, sem = mean.squeeze(drop=True), sem.squeeze(drop=True)
+    if mean.ndim != 1 or "alpha" not in mean.dims or not _finite(mean):
+        return None
+    return mean["alpha"].values, mean.values, np.nan_to_num(sem.values)
+
+
+def _sampler_panels(results: Results) -> tuple[xr.Dataset, list[str], list[dict]]:
+    ds = groups(results).get("bayes_sampling")
+    methods = methods_of(ds, "bayes_sampling")
+    if not methods:
+        raise NothingToPlot("no bayes_sampling results in the results")
+    if "alpha" not in ds.dims:
+        raise NothingToPlot("the bayes_sampling results have no alpha dimension")
+    return ds, methods, settings(ds, keep=("alpha",))
+
+
+SAMPLER_DIAGNOSTICS = (
+    ("r_hat_max", "largest split R-hat", "auto"),
+    ("ess_per_grad", "ESS per gradient evaluation", "log"),
+    ("divergences", "divergent transitions", "linear"),
+    ("nishimori_gap", "Nishimori gap max|m \u2212 q|", "linear"),
+)
 
 
 def sampler_diagnostics(results: Results) -> Figure:
-    """R-hat, bulk ESS, Nishimori gap and divergences of ``bayes_sampling`` against ``alpha``
-    (one line per setting)."""
-    ds = groups(results).get("bayes_sampling")
-    methods = methods_of(ds, "bayes_sampling") if ds is not None else []
-    if not methods:
-        raise NothingToPlot("no bayes_sampling results in the results")
-    diags = [d for d in DIAGNOSTICS if d[0] in ds and _finite(ds[d[0]].sel({"method": methods}))]
-    if not diags:
-        raise NothingToPlot("bayes_sampling results carry no diagnostics")
-    if "alpha" not in ds.dims:
-        raise NothingToPlot("the bayes_sampling results have no alpha dimension")
-    fig, axes = _grid(len(diags), width=4.2, height=3.2)
-    for ax, (var, label, ref) in zip(axes, diags, strict=True):
-        for i, sel in enumerate(settings(ds, keep=("alpha",))):
-            for m in methods:
-                sub = largest_size(ds.sel(sel), m)
-                if not _finite(sub[var]):
-                    continue
-                vals = sub[var]
-                if "lam" in vals.dims:
-                    vals = vals.isel(lam=0)
-                vals = vals.squeeze(drop=True)
-                if vals.ndim != 2:  # (alpha, seed)
-                    continue
-                x = vals["alpha"].values
-                for s in range(vals.sizes["seed"]):
-                    ax.plot(x, vals.isel(seed=s).values, "o", color=f"C{i % 10}", alpha=0.6,
-                            ms=4, label=_title(sel) if s == 0 else None)
-        if ref is not None:
-            ax.axhline(ref, color="r", ls="--", lw=1)
-        if var == "ess_bulk_min":
-            ax.set_yscale("log")
-        ax.set_xlabel(r"$\alpha$")
-        ax.set_ylabel(label)
-        ax.legend(fontsize=6)
-    fig.suptitle("Bayes sampling diagnostics (each point one seed)")
+    """R-hat (per start, and pooled over starts), bulk and tail ESS per gradient evaluation,
+    divergent transitions and the Nishimori gap of ``bayes_sampling`` against ``alpha``: one
+    row per setting, marker by start (teacher square, random circle, anneal triangle); the
+    R-hat panel marks the 1.01 threshold of the convergence verdict."""
+    ds, methods, sels = _sampler_panels(results)
+    rows = []
+    for sel in sels:
+        sub = largest_size(select(ds, sel), methods[0])
+        if _finite(sub["test_error"]):
+            rows.append((sel, sub))
+    if not rows:
+        raise NothingToPlot("no bayes_sampling setting has results")
+    cols = len(SAMPLER_DIAGNOSTICS)
+    fig = Figure(figsize=(4.0 * cols, 3.3 * len(rows) + 1.2), layout="constrained")
+    axes_all = fig.subplots(len(rows), cols, squeeze=False)
+    drawn: list[Axes] = []
+    for (sel, sub), axes in zip(rows, axes_all, strict=True):
+        starts = sampler_starts_of(sub)
+        for ax, (var, lab, scale) in zip(axes, SAMPLER_DIAGNOSTICS, strict=True):
+            for j, start in enumerate(starts):
+                mk, col = START_STYLE.get(start, ("D", "C4"))
+                series = []
+                if var == "ess_per_grad":
+                    bulk = _start_series(sub, start, "ess_bulk_min")
+                    tail = _start_series(sub, start, "ess_tail_min")
+                    grads = _start_series(sub, start, "grad_evals")
+                    if grads is not None:
+                        for s, fill, name in ((bulk, col, f"{start} start"),
+                                              (tail, "white", "_tail")):
+                            if s is not None:
+                                series.append((s[0], s[1] / grads[1], fill, name))
+                else:
+                    s = _start_series(sub, start, var)
+                    if s is not None:
+                        series.append((s[0], s[1], col, f"{start} start"))
+                for x, y, fill, label in series:
+                    ok = np.isfinite(y)
+                    ax.plot(_xjitter(x, j, len(starts))[ok], y[ok], mk, color=col, mfc=fill,
+                            ms=7, label=label, ls="none")
+            if var == "r_hat_max":
+                if "r_hat_max_pooled" in sub:
+                    mean, _ = seed_stats(sub["r_hat_max_pooled"])
+                    mean = mean.squeeze(drop=True)
+                    if mean.ndim == 1 and _finite(mean):
+                        ok = np.isfinite(mean.values)
+                        ax.plot(mean["alpha"].values[ok], mean.values[ok], "*", color="C4",
+                                ms=11, label="pooled over all starts", ls="none")
+                ax.axhline(1.01, color="r", ls="--", lw=1, label="R-hat threshold 1.01")
+            if var == "divergences":
+                top = max([1.0] + [float(np.nanmax(ln.get_ydata())) for ln in ax.lines
+                                   if np.isfinite(ln.get_ydata()).any()])
+                ax.set_ylim(-0.05 * top - 0.2, 1.1 * top + 0.2)
+                ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+            if var == "nishimori_gap":
+                ax.axhline(0.0, color="0.5", lw=0.8)
+            if scale == "log" or (scale == "auto" and any(
+                    np.nanmax(ln.get_ydata()) > 1.5 for ln in ax.lines
+                    if np.isfinite(ln.get_ydata()).any())):
+                _plain_log(ax)
+            ax.set_xlabel("sample ratio \u03b1")
+            ax.set_ylabel(lab)
+            ax.set_title(title_of(sel), fontsize=9)
+            ax.grid(alpha=0.3)
+            drawn.append(ax)
+    _legend_below(fig, drawn, [
+        Line2D([], [], ls="none", marker="s", color="0.4", label="ESS: filled bulk, open tail",
+               mfc="0.4"),
+    ])
+    fig.suptitle("NUTS health against the sample ratio \u03b1")
     return fig
 
 
-FIGURES = {
+def sampler_starts(results: Results) -> Figure:
+    """Test excess error of the posterior mean from each start (teacher, random, anneal)
+    against ``alpha``, one column per setting, over the Bayes-optimal state evolution (both
+    branches, hard window shaded); below, the mean log-likelihood gap per sample (teacher
+    start minus the worst other start) and the pooled R-hat: where a start is trapped."""
+    ds, methods, sels = _sampler_panels(results)
+    cols = []
+    for sel in sels:
+        sub = largest_size(select(ds, sel), methods[0])
+        starts = sampler_starts_of(sub)
+        if len(starts) > 1 or "log_lik_gap" in sub and _finite(sub["log_lik_gap"]):
+            cols.append((sel, sub, starts))
+    if not cols:
+        raise NothingToPlot("no bayes_sampling cell ran more than one start (option init = "
+                            "'teacher,random,anneal')")
+    tb = groups(results).get("theory_bayes")
+    fig = Figure(figsize=(max(5.5 * len(cols), MIN_WIDTH), 7.6), layout="constrained")
+    axes = fig.subplots(2, len(cols), squeeze=False, height_ratios=(2.0, 1.0))
+    for j, (sel, sub, starts) in enumerate(cols):
+        ax, ax2 = axes[0, j], axes[1, j]
+        se = state_evolution(select(tb, sel)) if tb is not None and select(tb, sel) is not \
+            None else None
+        if se is not None:
+            _draw_state_evolution(ax, se)
+        for i, start in enumerate(starts):
+            s = _start_series(sub, start, "test_error")
+            if s is None:
+                continue
+            mk, col = START_STYLE.get(start, ("D", "C4"))
+            ok = np.isfinite(s[1])
+            ax.errorbar(_xjitter(s[0], i, len(starts))[ok], s[1][ok],
+                        yerr=s[2][ok] if start == starts[0] else None, fmt=mk, color=col,
+                        ms=7, capsize=3, label=f"NUTS posterior mean, {start} start", zorder=4)
+        ax.set_xlabel("sample ratio \u03b1")
+        ax.set_ylabel("test excess error")
+        ax.set_title(title_of(sel), fontsize=10)
+        ax.grid(alpha=0.3)
+        for var, mk, col, lab in (("log_lik_gap", "o", "C0",
+                                   "log-likelihood gap, teacher minus other start"),):
+            if var in sub:
+                mean, _ = seed_stats(sub[var])
+                mean = mean.squeeze(drop=True)
+                if mean.ndim == 1 and _finite(mean):
+                    ok = np.isfinite(mean.values)
+                    ax2.plot(mean["alpha"].values[ok], mean.values[ok], mk, color=col, ms=7,
+                             label=lab, ls="none")
+        ax2.axhline(0.0, color="0.5", lw=0.8)
+        if se is not None:
+            for lo, hi in hard_windows(se["alpha"], np.nan_to_num(se["hard"])):
+                ax2.axvspan(lo, hi, color="C1", alpha=0.15, lw=0)
+        ax2.set_xlim(ax.get_xlim())
+        ax2.set_xlabel("sample ratio \u03b1")
+        ax2.set_ylabel("log-lik gap (nats/sample)")
+        ax2.grid(alpha=0.3)
+    _legend_below(fig, axes.ravel())
+    fig.suptitle("Teacher, random and annealed NUTS starts against the state evolution")
+    return fig
+
+
+# --------------------------------------------------------------------------------------------
+# legibility (checked by the tests on every figure)
+# --------------------------------------------------------------------------------------------
+def _area(a, b) -> float:
+    w = min(a.x1, b.x1) - max(a.x0, b.x0)
+    h = min(a.y1, b.y1) - max(a.y0, b.y0)
+    return max(w, 0.0) * max(h, 0.0)
+
+
+def _inside(box, outer, tol: float = 1.0) -> bool:
+    return (box.x0 >= outer.x0 - tol and box.y0 >= outer.y0 - tol and box.x1 <= outer.x1 + tol
+            and box.y1 <= outer.y1 + tol)
+
+
+def _drawn_ticklabels(axis) -> list:
+    """The tick labels an axis draws (those of ticks inside its view interval)."""
+    lo, hi = sorted(axis.get_view_interval())
+    tol = 1e-9 * max(abs(lo), abs(hi), 1.0)
+    out = []
+    for tick in axis.get_major_ticks():
+        if lo - tol <= tick.get_loc() <= hi + tol:
+            out += [t for t in (tick.label1, tick.label2) if t.get_visible()]
+    return out
+
+
+def _elements(ax: Axes, renderer) -> list:
+    """Boxes of what a reader sees of a panel: its plot area, titles, axis labels and the tick
+    labels drawn."""
+    texts = [ax.title, ax._left_title, ax._right_title, ax.xaxis.label, ax.yaxis.label,
+             *_drawn_ticklabels(ax.xaxis), *_drawn_ticklabels(ax.yaxis)]
+    boxes = [ax.bbox]
+    for t in texts:
+        if t.get_visible() and t.get_text().strip():
+            boxes.append(t.get_window_extent(renderer))
+    return boxes
+
+
+def legibility_problems(fig: Figure) -> list[str]:
+    """What makes a figure hard to read once laid out (drawn on an Agg canvas): a visible
+    panel without an x or y label; a title, axis label or tick label of one panel over
+    another panel's plot area or text; a panel, legend or title outside the figure or over a
+    panel; labelled artists with no legend. Returns one sentence per problem (empty:
+    legible)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    outer = fig.bbox
+    problems: list[str] = []
+    axes = [ax for ax in fig.get_axes() if ax.get_visible()]
+    panels = []
+    labelled = False
+    for i, ax in enumerate(axes):
+        name = f"panel {i} ({ax.get_title() or ax.get_ylabel() or 'untitled'})"
+        if not ax.get_xlabel().strip():
+            problems.append(f"{name}: no x label")
+        if not ax.get_ylabel().strip():
+            problems.append(f"{name}: no y label")
+        if not _inside(ax.get_tightbbox(renderer), outer):
+            problems.append(f"{name}: outside the figure")
+        panels.append((name, _elements(ax, renderer)))
+        labelled |= any(not lab.startswith("_") for lab in ax.get_legend_handles_labels()[1])
+    for i, (n1, e1) in enumerate(panels):
+        for n2, e2 in panels[i + 1:]:
+            if any(_area(a, b) > 4.0 for a in e1 for b in e2):  # square pixels
+                problems.append(f"{n1} and {n2} overlap")
+    legends = list(fig.legends) + [ax.get_legend() for ax in axes if ax.get_legend()]
+    for sub in fig.subfigs:
+        legends += list(sub.legends)
+    if labelled and not legends:
+        problems.append("labelled lines but no legend")
+    texts = [t for t in (getattr(f, "_suptitle", None) for f in [fig, *fig.subfigs]) if t]
+    for what, artist in [("legend", leg) for leg in fig.legends] + [("title", t) for t in texts]:
+        box = artist.get_window_extent(renderer)
+        label = f"{what} {artist.get_text()!r}" if what == "title" else what
+        if not _inside(box, outer):
+            problems.append(f"{label} is cut off by the figure's edge")
+        for n, elements in panels:
+            if any(_area(box, b) > 4.0 for b in elements):
+                problems.append(f"{label} overlaps {n}")
+    return problems
+
+
+FIGURES: dict[str, Callable[[Results], Figure]] = {
     "population_vs_nu": population_vs_nu,
     "population_vs_L": population_vs_L,
     "error_vs_alpha": error_vs_alpha,
+    "gd_trajectories": gd_trajectories,
     "sampler_diagnostics": sampler_diagnostics,
+    "sampler_starts": sampler_starts,
 }
+
+# the figures each report notebook draws (``bayesslr report`` draws them all)
+THEMES: dict[str, tuple[str, ...]] = {
+    "population": ("population_vs_nu", "population_vs_L"),
+    "finite_sample": ("error_vs_alpha",),
+    "dynamics": ("gd_trajectories",),
+    "sampler_health": ("sampler_diagnostics", "sampler_starts"),
+}
+

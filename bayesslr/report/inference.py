@@ -14,7 +14,11 @@ with the method name split into ``algorithm``, ``start`` and ``budget``. Then:
 
 Reductions, stated once: seeds are averaged; the error bar is the standard error over seeds
 (the cell's own standard error when there is one seed). A family without draws of its own
-(``erm``, ``amp``) gets ``excess_over_reference`` from the stored reference here, unpaired.
+(``erm``, ``amp``) gets ``excess_over_reference`` from the stored reference here, unpaired,
+and ``reaches_reference`` by the same rule as the samplers (excess at most 3 standard errors).
+GAMP (``amp``) has no gradient budget: its cost is its ``iterations`` and ``run_s`` = iterations
+x median seconds per iteration (the data draw, compilation and prediction left out, as
+``run_s`` of the samplers leaves compilation out); ``grad_evals`` stays empty for it.
 Figures are built without pyplot and raise :class:`~bayesslr.report.figures.NothingToPlot`
 when the table holds nothing they draw.
 """
@@ -45,7 +49,7 @@ START_MARKERS = {"teacher": "s", "random": "o", "anneal": "^", "prior": "D"}
 COLUMNS = ("test_error", "stderr", "excess_over_reference", "excess_over_reference_stderr",
            "excess_over_oracle", "excess_over_oracle_stderr", "reference_error",
            "reference_source", "grad_evals", "compile_s", "run_s", "converged", "reason",
-           "reaches_reference", "lam")
+           "reaches_reference", "lam", "iterations", "seconds_per_iteration")
 
 
 def split_method(method: str) -> tuple[str, str, float]:
@@ -97,6 +101,9 @@ def _row(cell: Mapping[str, Any], res: Mapping[str, Any]) -> dict[str, Any]:
     row["L"] = str(row["L"])
     for k in COLUMNS:
         row[k] = res.get(k, cell.get(k) if k == "lam" else None)
+    if row["run_s"] is None and _finite(row["iterations"]) and _finite(
+            row["seconds_per_iteration"]):  # GAMP: no gradient budget, cost in iterations
+        row["run_s"] = float(row["iterations"]) * float(row["seconds_per_iteration"])
     return row
 
 
@@ -144,6 +151,9 @@ def _with_reference(df: pd.DataFrame) -> pd.DataFrame:
         df.loc[i, "excess_over_reference"] = float(r["test_error"]) - look["test_error"]
         df.loc[i, "excess_over_reference_stderr"] = math.hypot(float(r["stderr"]),
                                                                look["stderr"])
+        if not _finite(r.get("reaches_reference")):  # the samplers' rule: within 3 stderr
+            df.loc[i, "reaches_reference"] = bool(
+                df.loc[i, "excess_over_reference"] <= 3 * df.loc[i, "excess_over_reference_stderr"])
     return df
 
 
@@ -187,7 +197,7 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
                 row[f"{v}_se"] = float(x.std(ddof=1) / math.sqrt(n))
             else:
                 row[f"{v}_se"] = float(pd.to_numeric(g[own], errors="coerce").iloc[0])
-        for v in ("grad_evals", "compile_s", "run_s", "reference_error"):
+        for v in ("grad_evals", "compile_s", "run_s", "reference_error", "iterations"):
             row[v] = float(pd.to_numeric(g[v], errors="coerce").mean())
         row["seeds"] = n
         row["converged"] = int(g["converged"].fillna(False).astype(bool).sum())
@@ -233,8 +243,11 @@ def error_vs_cost(df: pd.DataFrame) -> Figure:
             y = g["excess_over_reference"].to_numpy(float)
             e = g["excess_over_reference_se"].to_numpy(float)
             if start == "":  # ERM / AMP: a horizontal band (no budget)
+                label = alg
+                if alg == "amp" and np.isfinite(g["iterations"]).any():
+                    label = f"GAMP ({g['iterations'].mean():.0f} iterations, no gradients)"
                 ax.axhline(y.mean(), color=ALGO_COLORS.get(alg.split(":")[0], "k"), lw=1,
-                           ls="-.", label=alg)
+                           ls="-.", label=label)
                 continue
             ax.errorbar(x, y, yerr=np.nan_to_num(e), color=ALGO_COLORS.get(alg, "k"),
                         ls=START_STYLES.get(start, "-"), marker=START_MARKERS.get(start, "o"),
@@ -256,7 +269,9 @@ def error_vs_cost(df: pd.DataFrame) -> Figure:
 
 def leaderboard(df: pd.DataFrame, budget: float | None = None) -> pd.DataFrame:
     """The leaderboard at ``budget`` (default: the largest in the table), one row per method
-    and setting, sorted by the excess over the reference within each setting."""
+    and setting, sorted by the excess over the reference within each setting. Families without
+    a budget (ERM, GAMP) appear in every budget's table; GAMP's cost is ``iterations`` and
+    ``run_s`` (no ``grad_evals``)."""
     s = summarize(df)
     inf = s[s["start"] != ""]
     if inf.empty:
@@ -267,7 +282,8 @@ def leaderboard(df: pd.DataFrame, budget: float | None = None) -> pd.DataFrame:
         raise NothingToPlot(f"no inference:* results at budget {b:g}")
     cols = ["algorithm", "start", *SETTING, "test_error", "test_error_se",
             "excess_over_reference", "excess_over_reference_se", "reference_error",
-            "grad_evals", "run_s", "compile_s", "seeds", "converged", "reaches_reference"]
+            "grad_evals", "iterations", "run_s", "compile_s", "seeds", "converged",
+            "reaches_reference"]
     out = s[cols].sort_values(["delta", "D", "alpha", "excess_over_reference"])
     out.attrs["budget"] = b
     return out.reset_index(drop=True)

@@ -14,6 +14,11 @@ Layout of ``OUT/dataset.nc`` (netCDF4 groups, h5netcdf):
   output (``step``, ``iteration``). Its variables are the family's outputs (declared ones first,
   with CF ``long_name``/``units`` from the registry), and ``status``, ``error``, ``runtime_s``
   per cell.
+* an option that tells apart cells which otherwise coincide (two ``gd`` runs that differ only
+  in ``init``) becomes a dimension of its family named after the option (coordinate: the
+  option's values as text), placed before ``seed``; without it one run would overwrite the
+  other. A list output named like its own dimension (``gd``'s ``step``) gives that dimension's
+  coordinate when every cell recorded the same values, else it is stored as ``<name>_used``.
 
 Why groups rather than one hypercube: with every method in one dataset, each cell was
 broadcast over every coordinate of every other family (a population risk over ``alpha``,
@@ -82,11 +87,12 @@ def git_revision() -> str:
     return rev + ("-dirty" if dirty else "")
 
 
-def output_name(key: str) -> str:
-    """Dataset variable of a method output: a name taken by a dimension or by the runner's own
-    variables gets the suffix ``_used`` (``lam`` -> ``lam_used``: the penalty a
-    ``"validation"`` cell chose; ``D`` -> ``D_used``)."""
-    return f"{key}_used" if key in RESERVED else key
+def output_name(key: str, extra: frozenset[str] | set[str] = frozenset()) -> str:
+    """Dataset variable of a method output: a name taken by a dimension (``extra``: a
+    family's own ones, option or list dimensions) or by the runner's own variables gets the
+    suffix ``_used`` (``lam`` -> ``lam_used``: the penalty a ``"validation"`` cell chose;
+    ``D`` -> ``D_used``; ``init`` -> ``init_used`` where ``init`` is a dimension)."""
+    return f"{key}_used" if key in RESERVED or key in extra else key
 
 
 def _lam_coord(values: list[Any]) -> tuple[np.ndarray, list[Any]]:
@@ -106,8 +112,34 @@ def _is_number(s: str) -> bool:
     return True
 
 
+def _option_text(spec: MethodSpec, cell: Any, key: str) -> str:
+    """The value of option ``key`` of a cell (its default when unset) as coordinate text."""
+    v = cell.options.get(key, spec.schema[key].default if key in spec.schema else None)
+    if isinstance(v, list | tuple):
+        return ",".join(format_value(x) for x in v)
+    return "" if v is None else format_value(v)
+
+
+def split_options(spec: MethodSpec, records: Sequence[CellRecord]) -> list[str]:
+    """Options whose values differ between cells that share every coordinate (method, the
+    family's dims, seed): they become dimensions (see the module docstring)."""
+    dims = [d for d in PARAM_DIMS if d in spec.dims]
+    by_point: dict[tuple, list[CellRecord]] = {}
+    for r in records:
+        point = (r.cell.method, r.cell.seed, *(getattr(r.cell, d) for d in dims))
+        by_point.setdefault(point, []).append(r)
+    keys: list[str] = []
+    for recs in by_point.values():
+        if len(recs) < 2:
+            continue
+        for k in sorted({k for r in recs for k in r.cell.options}):
+            if k not in keys and len({_option_text(spec, r.cell, k) for r in recs}) > 1:
+                keys.append(k)
+    return keys
+
+
 def _coords(spec: MethodSpec, records: Sequence[CellRecord],
-            methods: Sequence[str]) -> dict[str, list[Any]]:
+            methods: Sequence[str], split: Sequence[str] = ()) -> dict[str, list[Any]]:
     coords: dict[str, list[Any]] = {"method": list(methods)}
     for d in PARAM_DIMS:
         if d not in spec.dims:
@@ -121,6 +153,8 @@ def _coords(spec: MethodSpec, records: Sequence[CellRecord],
             coords[d] = _lam_coord(vals)[1]
         else:
             coords[d] = sorted(set(vals))
+    for k in split:
+        coords[k] = sorted({_option_text(spec, r.cell, k) for r in records})
     coords["seed"] = sorted({r.cell.seed for r in records})
     return coords
 
@@ -147,34 +181,47 @@ def _list_value(v: Any) -> list[Any] | None:
 @dataclass(frozen=True)
 class _Layout:
     """Where each output of a family goes: variable order, text variables, the extra dimension
-    of each list output and its length."""
+    of each list output (by variable name) and its length, the coordinate values a list
+    output named like its dimension gives, and the names outputs must not take (the family's
+    option and list dimensions)."""
 
     order: list[str]
     text: set[str]
     list_dims: dict[str, str]
     lengths: dict[str, int]
+    dim_values: dict[str, list[Any]]
+    taken: frozenset[str]
 
 
-def _layout(spec: MethodSpec, records: Sequence[CellRecord]) -> _Layout:
-    list_dims = {o.name: o.dim for o in spec.outputs if o.dim is not None}
+def _layout(spec: MethodSpec, records: Sequence[CellRecord], split: Sequence[str] = ()
+            ) -> _Layout:
+    raw_dims = {o.name: o.dim for o in spec.outputs if o.dim is not None}
+    # a list output named like its dimension: the coordinate if every cell recorded the same
+    dim_values: dict[str, list[Any]] = {}
+    for k, dim in raw_dims.items():
+        seen = {json.dumps(_list_value(r.outputs.get(k)) or []) for r in records}
+        if k == dim and len(seen) == 1 and (vals := _list_value(records[0].outputs.get(k))):
+            dim_values[dim] = vals
+    taken = frozenset(split) | frozenset(raw_dims.values())
+    list_dims = {output_name(k, taken): d for k, d in raw_dims.items() if k not in dim_values}
     names: list[str] = []
     text: set[str] = set()
     lengths: dict[str, int] = {}
     for r in records:
         for k, v in r.outputs.items():
-            if k == "runtime_s":  # the runner's wall time of the cell is kept instead
+            if k == "runtime_s" or k in dim_values:  # runner's wall time kept; coordinate
                 continue
-            name = output_name(k)
+            name = output_name(k, taken)
             if name not in names:
                 names.append(name)
-            if k in list_dims:
-                dim = list_dims[k]
+            if name in list_dims:
+                dim = list_dims[name]
                 lengths[dim] = max(lengths.get(dim, 0), len(_list_value(v) or []))
             elif isinstance(v, str):
                 text.add(name)
-    declared = [output_name(o.name) for o in spec.outputs]
+    declared = [output_name(o.name, taken) for o in spec.outputs]
     order = [k for k in declared if k in names] + [k for k in names if k not in declared]
-    return _Layout(order, text, list_dims, lengths)
+    return _Layout(order, text, list_dims, lengths, dim_values, taken)
 
 
 def _put(arr: np.ndarray, sel: Any, v: Any, kind: str) -> None:
@@ -191,20 +238,21 @@ def _put(arr: np.ndarray, sel: Any, v: Any, kind: str) -> None:
         arr[sel] = np.nan if v is None or isinstance(v, str) else v
 
 
-def _coord_arrays(coords: Mapping[str, list[Any]], lengths: Mapping[str, int]
+def _coord_arrays(coords: Mapping[str, list[Any]], lay: _Layout, split: Sequence[str] = ()
                   ) -> dict[str, np.ndarray]:
     out: dict[str, np.ndarray] = {}
     for d, vals in coords.items():
         if d == "lam":
             out[d] = _lam_coord(vals)[0]
-        elif d in {"method", "variant", "L"}:
+        elif d in {"method", "variant", "L"} or d in split:
             out[d] = np.array(vals, dtype=str)
         elif d in {"D", "seed"}:
             out[d] = np.array(vals, dtype=np.int64)
         else:
             out[d] = np.array(vals, dtype=float)
-    for dim, n in lengths.items():
-        out[dim] = np.arange(n)
+    for dim, n in lay.lengths.items():
+        vals = lay.dim_values.get(dim)
+        out[dim] = np.asarray(vals) if vals is not None and len(vals) == n else np.arange(n)
     return out
 
 
@@ -224,11 +272,12 @@ def _var_attrs(spec: MethodSpec, name: str) -> dict[str, str]:
 def family_dataset(spec: MethodSpec, records: Sequence[CellRecord],
                    methods: Sequence[str]) -> xr.Dataset:
     """The dense dataset of one family's records (see the module docstring)."""
-    coords = _coords(spec, records, methods)
+    split = split_options(spec, records)
+    coords = _coords(spec, records, methods, split)
     dims = list(coords)
     lam_text = "lam" in coords and any(isinstance(v, str) for v in coords["lam"])
     index = {d: {_coord_key(d, v, lam_text): i for i, v in enumerate(coords[d])} for d in dims}
-    lay = _layout(spec, records)
+    lay = _layout(spec, records, split)
     kinds = {k: "list" if k in lay.list_dims else "text" if k in lay.text else "number"
              for k in lay.order}
     kinds.update({"runtime_s": "number", "status": "text", "error": "text"})
@@ -242,22 +291,26 @@ def family_dataset(spec: MethodSpec, records: Sequence[CellRecord],
 
     # broadcast cells first (most unset fields first), explicit cells overwrite them
     def n_unset(r: CellRecord) -> int:
-        return sum(getattr(r.cell, d) is None for d in dims if d not in {"method", "seed"})
+        return sum(getattr(r.cell, d) is None for d in dims
+                   if d not in {"method", "seed", *split})
 
     for r in sorted(records, key=n_unset, reverse=True):
         idx = []
         for d in dims:
+            if d in split:
+                idx.append([index[d][_option_text(spec, r.cell, d)]])
+                continue
             v = r.cell.seed if d == "seed" else getattr(r.cell, d)
             idx.append(list(range(len(coords[d]))) if v is None
                        else [index[d][_coord_key(d, v, lam_text)]])
         sel = np.ix_(*idx)
-        values = {output_name(k): v for k, v in r.outputs.items()}
+        values = {output_name(k, lay.taken): v for k, v in r.outputs.items()}
         values.update({"runtime_s": r.runtime_s, "status": r.status, "error": r.error})
         for k, kind in kinds.items():
             _put(arrays[k], sel, values.get(k), kind)
     data_vars = {k: (var_dims[k], arr.astype(str) if arr.dtype == object else arr,
                      _var_attrs(spec, k)) for k, arr in arrays.items()}
-    ds = xr.Dataset(data_vars, coords=_coord_arrays(coords, lay.lengths))
+    ds = xr.Dataset(data_vars, coords=_coord_arrays(coords, lay, split))
     _coord_attrs(ds)
     ds.attrs.update({"family": spec.family, "description": spec.description,
                      "code_version": spec.version})

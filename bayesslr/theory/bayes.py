@@ -15,9 +15,23 @@ Gaussian expectation ``c_eps`` is
 * max, ``nu = inf``: ``c_eps = L P(argmax_l chi_l = eps) = L E_t prod_{l != eps}
   Phi(t + (w_eps - w_l)/sqrt(V))``, a one-dimensional Gauss-Hermite integral (shifted towards
   the integrand's mass, in log space);
-* max, finite ``nu``: ``c_eps = L E_t softmax(nu (w + sqrt(V) t))_eps``, a tensor Gauss-Hermite
-  rule over the ``(L - 1)``-dimensional projection of ``t`` orthogonal to ``(1, ..., 1)`` (the
-  softmax ignores the rest; ``gh_nodes`` total nodes at most, recorded).
+* max, finite ``nu`` (default, ``max_quadrature="gumbel"``): by the Gumbel-max trick
+  ``softmax(nu chi)_eps = P(argmax_l (chi_l + G_l / nu) = eps)`` with ``G_l`` i.i.d. standard
+  Gumbel, so ``c_eps = L P(argmax_l (w_l + Z_l) = eps)`` with ``Z = sqrt(V) t + G / nu`` i.i.d.,
+  i.e. the exact one-dimensional integral
+
+      c_eps = L int f_Z(u) prod_{l != eps} F_Z(u + w_eps - w_l) du
+
+  (:func:`gumbel_log_c`). ``log F_Z`` and ``f_Z`` are tabulated once per ``V`` on a uniform
+  grid in units of ``sd(Z)`` (each value a trapezoid convolution integral, over ``t`` when
+  ``nu sqrt(V) < 1`` and over ``G`` otherwise, so that the integrand is smooth on the grid's
+  scale); the outer integral is a trapezoid sum on every second grid point, ``log F_Z`` at the
+  shifted points a cubic Hermite interpolant (differentiable in ``w``). Trapezoid sums of
+  analytic integrands converge exponentially: ``gumbel_per_sd = 8`` points per ``sd(Z)`` agree
+  with an adaptive reference to ~1e-7 relative, at ``nu sqrt(V)`` from 1e-3 to 10. The older
+  tensor Gauss-Hermite rule on the softmax's ``(L - 1)``-dimensional difference space
+  (``max_quadrature="tensor-gh"``, ``gh_nodes`` nodes) stays available as a cross-check; it
+  is off by ~1e-2 in ``c_eps`` where ``nu sqrt(V) ~ 5``.
 
 Test excess error ``1 - m_v E[sum_l pi_l^2]`` with ``pi = c(w_k, 1 - m_k) / sum c`` on fresh
 samples (``nishimori_gap = E[pi_eps*] - E[sum pi^2]`` checks the identity that makes it equal to
@@ -51,7 +65,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -61,12 +75,19 @@ from jax.scipy.special import log_ndtr, logsumexp
 from bayesslr.channel import ChannelSamples, channel64
 from bayesslr.jaxconfig import Array
 from bayesslr.options import Validated, option
-from bayesslr.task import ConfigError, TaskConfig, check_real
+from bayesslr.task import ConfigError, TaskConfig, check_int, check_real
 from bayesslr.theory.solver import SolverOptions, continuation, solve_fixed_point
 
 BAYES_STARTS: tuple[str, ...] = ("informed", "uninformed")
 GH_1D_NODES = 20
 GH_MAX_PER_DIM = 64  # Gauss-Hermite nodes per dimension at most (weights underflow past ~150)
+MAX_QUADRATURES: tuple[str, ...] = ("gumbel", "tensor-gh")
+# grid of the Gumbel-max rule in units of sd(Z) around E[Z]: the left tail of Z is Gaussian or
+# double-exponential (12 sd is far below any mass), the right one may be exponential (Gumbel):
+# 40 sd reach e^-36 relative to the mode when nu sqrt(V) is small
+GUMBEL_RANGE_SD = (-12.0, 40.0)
+OUTER_STRIDE = 4  # the outer sum uses every 4th table point (2 per sd at 8 per sd)
+EULER_GAMMA = 0.5772156649015329
 
 
 @dataclass(frozen=True)
@@ -82,7 +103,12 @@ class BayesTheoryOptions(Validated):
     test_samples : int
         Fresh samples of the test-error expectation.
     gh_nodes : int
-        Total Gauss-Hermite nodes of the ``L``-dimensional rule (max variant, finite ``nu``).
+        Total nodes of the tensor Gauss-Hermite rule (max variant, finite ``nu``, only with
+        ``max_quadrature="tensor-gh"``).
+    max_quadrature : {"gumbel", "tensor-gh"}
+        Rule for ``c_eps`` of the max variant at finite ``nu`` (module docstring).
+    gumbel_per_sd : int
+        Table points per ``sd(Z)`` of the Gumbel-max rule (the outer sum uses every 4th).
     m_clip : float
         ``m_a`` is kept in ``[0, 1 - m_clip]``.
     solver : SolverOptions
@@ -95,7 +121,13 @@ class BayesTheoryOptions(Validated):
     test_samples: int = option(200_000, low=100, high=10**9,
                                doc="samples of the test-error expectation")
     gh_nodes: int = option(512, low=2, high=10**6,
-                           doc="Gauss-Hermite nodes of c_eps (max variant, finite nu)")
+                           doc="nodes of the tensor Gauss-Hermite rule of c_eps (max, finite "
+                               "nu, max_quadrature=tensor-gh)")
+    max_quadrature: str = option("gumbel", choices=MAX_QUADRATURES,
+                                 doc="c_eps rule (max, finite nu): the 1-d Gumbel-max "
+                                     "integral or the tensor Gauss-Hermite cross-check")
+    gumbel_per_sd: int = option(8, low=2, high=64,
+                                doc="table points per sd(Z) of the Gumbel-max rule")
     m_clip: float = option(1e-6, low=0.0, high=0.5, low_open=True,
                            doc="overlaps are kept below 1 - m_clip")
     solver: SolverOptions = field(default_factory=lambda: SolverOptions(tol=1e-6, max_iter=2000))
@@ -208,16 +240,18 @@ class _Channel:
     variant: str
     nu: float
     delta: float
-    kind: str  # "spiked", "argmax", "softmax-gh"
+    kind: str  # "spiked", "argmax", "softmax-gumbel", "softmax-gh"
 
 
-def _make_static(task: TaskConfig) -> _Channel:
+def _make_static(task: TaskConfig, options: BayesTheoryOptions | None = None) -> _Channel:
     if task.variant == "spiked":
         kind = "spiked"
     elif math.isinf(task.nu):
         kind = "argmax"
-    else:
+    elif options is not None and options.max_quadrature == "tensor-gh":
         kind = "softmax-gh"
+    else:
+        kind = "softmax-gumbel"
     return _Channel(task.variant, float(task.nu), float(task.delta), kind)
 
 
@@ -265,11 +299,16 @@ def _softmax_rule(L_max: int, total: int) -> tuple[np.ndarray, np.ndarray, tuple
 
 
 def quadrature_label(task: TaskConfig, options: BayesTheoryOptions) -> str:
-    st = _make_static(task)
+    st = _make_static(task, options)
     if st.kind == "spiked":
         return "closed form"
     if st.kind == "argmax":
         return f"1-d Gauss-Hermite, {GH_1D_NODES} nodes, shifted"
+    if st.kind == "softmax-gumbel":
+        lo, hi = GUMBEL_RANGE_SD
+        return (f"1-d Gumbel-max integral: trapezoid over Z = sqrt(V) t + G/nu on "
+                f"[{lo:g}, {hi:g}] sd(Z), table {options.gumbel_per_sd}/sd, outer "
+                f"{options.gumbel_per_sd / OUTER_STRIDE:g}/sd")
     per = _softmax_rule(task.L_max, options.gh_nodes)[2][task.L_max]
     return (f"tensor Gauss-Hermite on the softmax's difference space, {per}^{task.L_max - 1} "
             f"nodes (L = {task.L_max})")
@@ -299,6 +338,8 @@ def log_c(st: _Channel, w: Array, V: Array, mask: Array, length: Array, quad) ->
         lw = logw[None, None, :] - c[:, :, None] * t[None, None, :] - c[:, :, None] ** 2 / 2.0
         out = logL + logsumexp(lw + lphi, axis=-1)
         return jnp.where(mask, out, -jnp.inf)
+    if st.kind == "softmax-gumbel":
+        return gumbel_log_c(st.nu, w, V, mask, quad)
     t_all, logw_all = quad  # (L_max + 1, G, L), (L_max + 1, G): rule of each row length
     t, logw = t_all[length], logw_all[length]  # (n, G, L), (n, G)
     chi = w[:, None, :] + sd * t  # (n, G, L)
@@ -308,6 +349,129 @@ def log_c(st: _Channel, w: Array, V: Array, mask: Array, length: Array, quad) ->
     return jnp.where(mask, out, -jnp.inf)
 
 
+class GumbelRule(NamedTuple):
+    """Static nodes of the Gumbel-max rule (:func:`gumbel_log_c`), standardised.
+
+    Attributes
+    ----------
+    xi : Array
+        Table grid in units of ``sd(Z)`` around ``E[Z]``, spacing ``1 / per_sd`` (the outer
+        sum uses every ``OUTER_STRIDE``-th point).
+    t, log_wt : Array
+        Trapezoid nodes and log-weights of ``E_t`` over ``t ~ N(0, 1)`` (used when
+        ``nu sqrt(V) < 1``).
+    g, log_wg : Array
+        Trapezoid nodes and log-weights of ``E_G`` over the standard Gumbel (otherwise).
+    """
+
+    xi: Array
+    t: Array
+    log_wt: Array
+    g: Array
+    log_wg: Array
+
+
+@functools.lru_cache(maxsize=8)
+def _gumbel_nodes(per_sd: int) -> tuple[np.ndarray, ...]:
+    lo, hi = GUMBEL_RANGE_SD
+    xi = lo + np.arange(int(round((hi - lo) * per_sd)) + 1) / per_sd
+    # inner rules: spacing 1/4 of the smooth factor's scale; both integrands are analytic in a
+    # strip of half-width >= pi/2 in these units, so the trapezoid error is ~exp(-pi^2 / h)
+    h = 0.25
+    t = np.arange(-10.0, 10.0 + h / 2, h)
+    log_wt = -t**2 / 2 - 0.5 * math.log(2 * math.pi) + math.log(h)
+    g = np.arange(-4.5, 40.0 + h / 2, h)  # f_G(-4.5) = e^-85, f_G(40) = e^-40
+    log_wg = -g - np.exp(-g) + math.log(h)
+    return xi, t, log_wt, g, log_wg
+
+
+def gumbel_rule(per_sd: int = 8) -> GumbelRule:
+    """The standardised nodes of :func:`gumbel_log_c` with ``per_sd`` table points per sd."""
+    return GumbelRule(*(jnp.asarray(a) for a in _gumbel_nodes(int(per_sd))))
+
+
+def gumbel_tables(nu: float, V: Array, rule: GumbelRule) -> tuple[Array, ...]:
+    """``(x, log F_Z, d log F_Z / dx, log f_Z, d log f_Z / dx)`` on the rule's grid,
+    ``Z = sqrt(V) t + G / nu``.
+
+    ``F_Z(x) = E_t exp(-exp(-nu (x - sqrt(V) t)))`` (over ``t``) or ``E_G Phi((x - G/nu) /
+    sqrt(V))`` (over ``G``), whichever has the smoother integrand (``t`` when ``nu sqrt(V) <
+    1``), and likewise ``f_Z``; trapezoid sums in log space (the far tails keep their relative
+    accuracy), slopes as averages under the same weights (no cancellation).
+    """
+    dt = rule.xi.dtype
+    V = jnp.asarray(V, dt)
+    s = jnp.sqrt(V)
+    b = 1.0 / nu
+    sd = jnp.sqrt(V + (math.pi * b) ** 2 / 6.0)
+    x = EULER_GAMMA * b + sd * rule.xi
+    # t-form: Gumbel argument u; F = E exp(-e^-u), f = E e^(-u - e^-u) / b
+    u = (x[:, None] - s * rule.t[None, :]) / b
+    eu = jnp.exp(-u)
+    lF_t = logsumexp(rule.log_wt - eu, axis=1)
+    dF_t = jnp.sum(jax.nn.softmax(rule.log_wt - eu, axis=1) * eu, axis=1) / b
+    lw = rule.log_wt - u - eu
+    lf_t = logsumexp(lw, axis=1) - math.log(b)
+    df_t = jnp.sum(jax.nn.softmax(lw, axis=1) * (eu - 1.0), axis=1) / b
+    # G-form: Gaussian argument a; F = E Phi(a), f = E phi(a) / s
+    s_safe = jnp.maximum(s, jnp.finfo(dt).tiny ** 0.25)
+    a = (x[:, None] - b * rule.g[None, :]) / s_safe
+    lphi = log_ndtr(a)
+    lF_g = logsumexp(rule.log_wg + lphi, axis=1)
+    lw = rule.log_wg - a**2 / 2
+    lf_g = logsumexp(lw, axis=1) - 0.5 * math.log(2 * math.pi) - jnp.log(s_safe)
+    dF_g = jnp.exp(lf_g - lF_g)
+    df_g = -jnp.sum(jax.nn.softmax(lw, axis=1) * a, axis=1) / s_safe
+    use_t = nu * s < 1.0
+    pick = partial(jnp.where, use_t)
+    return x, pick(lF_t, lF_g), pick(dF_t, dF_g), pick(lf_t, lf_g), pick(df_t, df_g)
+
+
+def _hermite(pos: Array, val: Array, slope: Array) -> Array:
+    """Cubic Hermite interpolant at fractional grid positions ``pos`` of a table with values
+    ``val`` and slopes per grid step ``slope``: C^1, error O(h^4); linear extrapolation
+    outside the grid."""
+    M = val.shape[0]
+    i = jnp.clip(jnp.floor(pos), 0, M - 2).astype(jnp.int32)
+    tau = pos - i  # in [0, 1) inside the grid (no clip: its gradient halves at the nodes)
+    y0, y1 = val[i], val[i + 1]
+    m0, m1 = slope[i], slope[i + 1]
+    t2, t3 = tau * tau, tau * tau * tau
+    out = ((2 * t3 - 3 * t2 + 1) * y0 + (t3 - 2 * t2 + tau) * m0 + (3 * t2 - 2 * t3) * y1
+           + (t3 - t2) * m1)
+    out = jnp.where(tau < 0.0, y0 + m0 * tau, out)
+    return jnp.where(tau > 1.0, y1 + m1 * (tau - 1.0), out)
+
+
+def gumbel_log_c(nu: float, w: Array, V: Array, mask: Array, rule: GumbelRule) -> Array:
+    """``log c_eps(w, V)`` of the max variant at finite ``nu`` by the Gumbel-max integral.
+
+    ``c_eps / L = P(argmax_l (w_l + Z_l) = eps) = int f_Z(a - w_eps) prod_{l != eps}
+    F_Z(a - w_l) da`` (module docstring), rows ``(n, L_max)``, masked entries ``-inf``. One
+    grid per row, ``a_j = max_l w_l + x_j`` (``x_j`` every ``OUTER_STRIDE``-th table point),
+    serves every ``eps``: each token needs ``log F_Z`` and ``log f_Z`` at ``a_j - w_l`` once
+    (cubic Hermite interpolants of the tables), and
+    ``c_eps / L = h sum_j f_eps(a_j) / F_eps(a_j) prod_l F_l(a_j)``, normalised by the same
+    sum of ``f_Z`` on the grid (exact at ``L = 1``). Differentiable in ``w`` (twice); the grid
+    shift is held constant (the trapezoid sum is shift-invariant to its own accuracy).
+    """
+    dt = w.dtype
+    rule = GumbelRule(*(jnp.asarray(a, dt) for a in rule))
+    _, lF, dF, lf, df = gumbel_tables(nu, V, rule)
+    # grid step (in x units) from sd(Z), not by differencing the grid (cancellation)
+    h = jnp.sqrt(V + (math.pi / nu) ** 2 / 6.0) * (rule.xi[1] - rule.xi[0])
+    j = jnp.arange(0, lF.shape[0], OUTER_STRIDE, dtype=dt)  # outer points, in grid steps
+    wm = jnp.where(mask, w, -jnp.inf)
+    top = jax.lax.stop_gradient(jnp.max(wm, axis=-1, keepdims=True))
+    pos = j + ((top - jnp.where(mask, w, top)) / h)[..., None]  # (n, L, J)
+    hF = _hermite(pos, lF, h * dF)
+    hf = _hermite(pos, lf, h * df)
+    S = jnp.sum(jnp.where(mask[..., None], hF, 0.0), axis=1, keepdims=True)  # (n, 1, J)
+    out = logsumexp(hf - hF + S, axis=-1) - logsumexp(lf[::OUTER_STRIDE])
+    logL = jnp.log(jnp.sum(mask, axis=-1).astype(dt))[:, None]
+    return jnp.where(mask, logL + out, -jnp.inf)
+
+
 def _log_zout(st: _Channel, w_k, w_v, V_k, V_v, y, mask, length, quad) -> Array:
     """Rows of ``log Z_out(y, w, V)`` (spec section 5)."""
     var = st.delta + V_v
@@ -315,6 +479,25 @@ def _log_zout(st: _Channel, w_k, w_v, V_k, V_v, y, mask, length, quad) -> Array:
     lg = -0.5 * (y[:, None] - w_v) ** 2 / var - 0.5 * jnp.log(2.0 * jnp.pi * var)
     terms = jnp.where(mask, lc + lg, -jnp.inf)
     return logsumexp(terms, axis=-1) - jnp.log(length.astype(w_k.dtype))
+
+
+def output_channel(task: TaskConfig, options: BayesTheoryOptions | None = None
+                   ) -> tuple[_Channel, Any]:
+    """The state evolution's output channel for ``task``: ``(static, quad)`` for
+    :func:`log_c` and :func:`log_zout` (shared with GAMP, :mod:`bayesslr.amp`).
+
+    The quadrature's arrays take the current default float precision (build it inside
+    ``jax.enable_x64`` for float64).
+    """
+    opt = options or BayesTheoryOptions()
+    return _make_static(task, opt), _quad(task, opt)
+
+
+def log_zout(st: _Channel, w_k: Array, w_v: Array, V_k: Array, V_v: Array, y: Array,
+             mask: Array, length: Array, quad) -> Array:
+    """Rows ``(n,)`` of ``log Z_out(y, w, V)`` (spec section 5; module docstring), with
+    ``w_k, w_v`` of shape ``(n, L_max)`` and scalar variances ``V_k, V_v``."""
+    return _log_zout(st, w_k, w_v, V_k, V_v, y, mask, length, quad)
 
 
 def _fields(ch: ChannelSamples, m_k, m_v):
@@ -363,12 +546,15 @@ def test_terms(st: _Channel, ch: ChannelSamples, m_k, m_v, quad) -> dict[str, Ar
 def _quad(task: TaskConfig, options: BayesTheoryOptions, *, coarse: bool = False):
     """The quadrature of ``c_eps``; ``coarse``: a rule with ~1/4 of the nodes (1/2 in 1-d),
     whose test error against the full rule's is the recorded ``quadrature_error``."""
-    st = _make_static(task)
+    st = _make_static(task, options)
     if st.kind == "spiked":
         return (jnp.zeros((1,)), jnp.zeros((1,)))
     if st.kind == "argmax":
         x, w = np.polynomial.hermite_e.hermegauss(GH_1D_NODES // 2 if coarse else GH_1D_NODES)
         return (jnp.asarray(x), jnp.asarray(np.log(w / w.sum())))
+    if st.kind == "softmax-gumbel":
+        return gumbel_rule(max(2, options.gumbel_per_sd // 2) if coarse
+                           else options.gumbel_per_sd)
     t, logw, _ = _softmax_rule(task.L_max, max(4, options.gh_nodes // 4) if coarse
                                else options.gh_nodes)
     return (jnp.asarray(t), jnp.asarray(logw))
@@ -445,7 +631,7 @@ def solve_bayes(task: TaskConfig, alpha: Any, options: BayesTheoryOptions | None
     alpha = check_real("alpha", alpha, low=0.0, low_open=True)
     x_start = start_point(start) if x0 is None else np.asarray(x0, dtype=np.float64)
     start_name = start if x0 is None else "continuation"
-    st = _make_static(task)
+    st = _make_static(task, opt)
     ch = channel64(task, opt.samples, opt.seed)
     hi = 1.0 - opt.m_clip
     t0 = time.perf_counter()
@@ -500,6 +686,123 @@ def solve_bayes(task: TaskConfig, alpha: Any, options: BayesTheoryOptions | None
         test_samples=opt.test_samples, seed=opt.seed, quadrature=quadrature_label(task, opt),
         runtime_s=time.perf_counter() - t0,
     )
+
+
+@dataclass(frozen=True)
+class BayesTrajectory:
+    """Iterates of the state evolution from one start (what GAMP's overlaps are compared with).
+
+    Attributes
+    ----------
+    alpha : float
+        Sample ratio.
+    start : str
+        ``"informed"``, ``"uninformed"`` or ``"explicit"`` (``x0`` given).
+    m_k, m_v : tuple of float
+        ``m_a^t`` for ``t = 0 .. iterations`` (``t = 0`` is the start; ``q_a = m_a``).
+    mh_k, mh_v : tuple of float
+        ``mh_a^t = alpha E|g_a|^2`` at ``m^t`` (``t = 0 .. iterations - 1``), so that
+        ``m_a^{t+1} = mh_a^t / (1 + mh_a^t)`` (clipped at ``1 - m_clip``).
+    test_error : tuple of float
+        Test excess error ``1 - m_v E[sum pi^2]`` at each ``m^t`` (empty unless asked).
+    clipped : bool
+        Some iterate sat at the clip ``1 - m_clip``.
+    samples, seed : int
+        Channel Monte Carlo size and seed.
+    quadrature : str
+        How ``c_eps`` was computed.
+    runtime_s : float
+        Wall time.
+    """
+
+    alpha: float
+    start: str
+    m_k: tuple[float, ...]
+    m_v: tuple[float, ...]
+    mh_k: tuple[float, ...]
+    mh_v: tuple[float, ...]
+    test_error: tuple[float, ...]
+    clipped: bool
+    samples: int
+    seed: int
+    quadrature: str
+    runtime_s: float
+
+
+def state_evolution_trajectory(task: TaskConfig, alpha: Any, start: str = "uninformed",
+                               iterations: Any = 50,
+                               options: BayesTheoryOptions | None = None, *,
+                               x0: Sequence[float] | None = None,
+                               test_error: bool = False) -> BayesTrajectory:
+    """The undamped state-evolution iterates ``m^{t+1} = mh(m^t) / (1 + mh(m^t))`` (spec 5).
+
+    This is the iteration that GAMP's overlaps follow, one GAMP iteration per step
+    (:mod:`bayesslr.amp`), from the same start: ``start`` names the point of
+    :func:`start_point` (the same ``(m_k, m_v)`` that GAMP's named starts use), or ``x0``
+    gives ``(m_k, m_v)`` explicitly. Unlike :func:`solve_bayes` there is no damping, no
+    acceleration and no stopping rule: exactly ``iterations`` steps.
+
+    Parameters
+    ----------
+    task : TaskConfig
+        Task (``D`` ignored).
+    alpha : float
+        Sample ratio ``> 0``.
+    start : {"informed", "uninformed"}
+        Named start, used when ``x0`` is not given.
+    iterations : int
+        Steps (``>= 1``).
+    options : BayesTheoryOptions, optional
+        Channel samples, seed, quadrature and ``m_clip`` (the solver settings are unused).
+    x0 : sequence of two floats, optional
+        Explicit start ``(m_k, m_v)`` in ``[0, 1 - m_clip]``.
+    test_error : bool
+        Also evaluate the test error formula at every iterate (``test_samples`` rows each).
+
+    Returns
+    -------
+    BayesTrajectory
+    """
+    opt = options or BayesTheoryOptions()
+    alpha = check_real("alpha", alpha, low=0.0, low_open=True)
+    iterations = check_int("iterations", iterations, low=1, high=100_000)
+    hi = 1.0 - opt.m_clip
+    if x0 is None:
+        x = start_point(start)
+        start_name = start
+    else:
+        x = np.asarray([check_real("x0", v, low=0.0, high=hi) for v in x0], dtype=np.float64)
+        if x.shape != (2,):
+            raise ConfigError(f"x0 has {x.size} entries; allowed: two, (m_k, m_v)")
+        start_name = "explicit"
+    x = np.clip(x, 0.0, hi)
+    st = _make_static(task, opt)
+    ch = channel64(task, opt.samples, opt.seed)
+    t0 = time.perf_counter()
+    with jax.enable_x64(True):
+        quad = _quad(task, opt)
+        tch = channel64(task, opt.test_samples, opt.seed + 1) if test_error else None
+        ms, mhs, errs = [x.copy()], [], []
+        for _ in range(iterations):
+            if tch is not None:
+                errs.append(float(test_terms(st, tch, float(x[0]), float(x[1]),
+                                             quad)["test_error"]))
+            mom = se_moments(st, ch, float(x[0]), float(x[1]), quad)
+            mh = alpha * np.array([float(mom["gg_k"]), float(mom["gg_v"])])
+            mhs.append(mh)
+            x = np.clip(mh / (1.0 + mh), 0.0, hi)
+            ms.append(x.copy())
+        if tch is not None:
+            errs.append(float(test_terms(st, tch, float(x[0]), float(x[1]),
+                                         quad)["test_error"]))
+    m = np.array(ms)
+    mh_arr = np.array(mhs)
+    return BayesTrajectory(
+        alpha=alpha, start=start_name, m_k=tuple(m[:, 0].tolist()),
+        m_v=tuple(m[:, 1].tolist()), mh_k=tuple(mh_arr[:, 0].tolist()),
+        mh_v=tuple(mh_arr[:, 1].tolist()), test_error=tuple(errs),
+        clipped=bool(np.any(m >= hi * (1 - 1e-12))), samples=opt.samples, seed=opt.seed,
+        quadrature=quadrature_label(task, opt), runtime_s=time.perf_counter() - t0)
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -43,7 +44,7 @@ from bayesslr.activations import Activation, get_activation
 from bayesslr.channel import channel64
 from bayesslr.options import Validated, option
 from bayesslr.task import ConfigError, TaskConfig, check_real
-from bayesslr.theory.channel import MOMENT_NAMES, prox_channel
+from bayesslr.theory.channel import MOMENT_NAMES, cold_starts, prox_step, tracked_starts
 from bayesslr.theory.solver import (
     FixedPointResult,
     SolverOptions,
@@ -71,10 +72,17 @@ def default_tol(samples: int) -> float:
     return max(1e-5, 10.0 / samples)
 
 
+ERM_CONFIRM = 2
+
+
 def default_solver(samples: int) -> SolverOptions:
-    """Anderson-accelerated solver with :func:`default_tol` (about 11 update calls per point
-    on a warm start instead of ~30 for the plain damped iteration; ``bench_theory.py``)."""
-    return SolverOptions(tol=default_tol(samples), max_iter=300, accel="anderson")
+    """Anderson-accelerated solver with :func:`default_tol` (about 10 update calls per point
+    on a warm start instead of ~30 for the plain damped iteration; ``bench_theory.py``).
+
+    ``confirm = 2``: two consecutive iterations below the tolerance, and the exploring map's
+    verification at the returned point a third (:func:`solve_erm`)."""
+    return SolverOptions(tol=default_tol(samples), max_iter=300, accel="anderson",
+                         confirm=ERM_CONFIRM)
 
 
 @dataclass(frozen=True)
@@ -90,7 +98,9 @@ class ErmTheoryOptions(Validated):
     vh_form : {"stein", "hessian"}
         Which ``Vh`` drives the iteration (both are recorded).
     n_explore, n_refine : int
-        Levenberg-Marquardt steps per start and for the best start of the proximal problem.
+        Levenberg-Marquardt steps per start of the proximal problem, and per refined row.
+    n_best : int
+        Lowest distinct rows refined (besides the row from ``w_k``) before the lowest is kept.
     shift : float
         Offset of the extra starts ``w_k +- shift e_l``.
     test_samples : int
@@ -99,7 +109,16 @@ class ErmTheoryOptions(Validated):
         The activation's own scalars, held fixed (erf: ``(c,)``; default the registry's init).
     channel_error : bool
         Propagate the channel Monte Carlo noise to the fixed point (:func:`channel_error`,
-        7 extra update calls per point); off, ``stderr_channel`` is NaN.
+        7 tracked update calls per point); off, ``stderr_channel`` is NaN.
+    track : bool
+        Iterate with the tracked map (each sample's minima followed from the previous call,
+        :class:`ChannelMap`); the returned point is verified by the exploring map either way.
+    n_track : int
+        Levenberg-Marquardt steps per start (and for the lowest) of a tracked call.
+    n_keep : int
+        Distinct minima tracked per sample.
+    max_off_branch, max_prox_unconverged, max_vh_gap, vh_gap_z : float
+        Bounds of the diagnostics a trusted fixed point satisfies (:func:`diagnose`).
     solver : SolverOptions, optional
         Damping, tolerance, caps and watchdog; default :func:`default_solver` for ``samples``.
     """
@@ -112,14 +131,32 @@ class ErmTheoryOptions(Validated):
     n_explore: int = option(6, low=1, high=1000,
                             doc="Levenberg-Marquardt steps per start of the proximal problem")
     n_refine: int = option(10, low=1, high=1000,
-                           doc="Levenberg-Marquardt steps for the best start")
+                           doc="Levenberg-Marquardt steps per refined row")
+    n_best: int = option(2, low=1, high=16,
+                         doc="lowest distinct rows refined besides the row from w_k")
     shift: float = option(4.0, low=0.0, low_open=True, doc="offset of the extra starts")
     test_samples: int = option(200_000, low=100, high=10**9,
                                doc="Monte Carlo size of the test-error formula")
     theta: tuple[float, ...] | None = option(None, kind="reals", nullable=True, max_len=16,
                                              doc="the activation's own scalars, held fixed")
     channel_error: bool = option(True, doc="propagate the channel Monte Carlo error to the "
-                                 "fixed point (7 extra update calls)")
+                                 "fixed point (7 tracked update calls)")
+    track: bool = option(True, doc="iterate with each sample's minima tracked from the previous "
+                         "call (the returned point is verified by an exploring call)")
+    n_track: int = option(3, low=1, high=1000,
+                          doc="Levenberg-Marquardt steps per start of a tracked call")
+    n_keep: int = option(2, low=1, high=16, doc="distinct minima tracked per sample")
+    max_off_branch: float = option(0.1, low=0.0, high=1.0,
+                                   doc="trusted only if at most this fraction of channel "
+                                       "samples has its global minimum off the w_k branch")
+    max_prox_unconverged: float = option(1e-3, low=0.0, high=1.0,
+                                         doc="trusted only if at most this fraction of "
+                                             "proximal solves is unconverged")
+    max_vh_gap: float = option(0.25, low=0.0,
+                               doc="trusted only if the two Vh estimates differ by at most "
+                                   "this fraction of |Vh| (or by less than vh_gap_z se)")
+    vh_gap_z: float = option(4.0, low=0.0, doc="gap between the Vh estimates below this many "
+                             "standard errors is noise")
     solver: SolverOptions | None = None
 
     def __post_init__(self) -> None:
@@ -168,18 +205,27 @@ class ErmTheoryResult:
     objective : float
         Training objective per sample, ``train_loss + (lam_k q_k + lam_v q_v) / (2 alpha)``.
     off_branch : float
-        Fraction of channel samples whose global proximal minimum is not the one reached from
-        ``w_k`` (the bias a single start would carry).
+        Fraction of channel samples whose global proximal minimum lies in another basin than
+        the one reached from ``w_k`` and lower (the bias a single start would carry).
     prox_unconverged : float
         Fraction of channel samples whose proximal gradient stayed above tolerance.
     converged : bool
-        Fixed point reached.
+        A trusted fixed point: the residual stayed below the tolerance (solver ``confirm``
+        rule, verified by the exploring map at the point) and the diagnostics are within their
+        bounds (:func:`diagnose`). A fixed point that fails a diagnostic keeps its numbers
+        with ``converged=False``; one never reached is NaN.
     iterations : int
-        Fixed-point iterations.
+        Fixed-point iterations spent finding the point (every solve and sweep that led to it).
+    update_calls : int
+        Every map call spent on the point: iterations (tracked and exploring), and the
+        channel error's.
+    exact_calls : int
+        How many of ``update_calls`` explored from the cold starts (the dearer kind).
     residual : float
-        Last relative residual.
+        Relative residual of the exploring map at the point.
     reason : str
-        Solver outcome.
+        ``"converged"``; ``"flagged: ..."`` naming each failed diagnostic with its numbers; or
+        the solver's failure (``"max_iter"``, ...).
     history : tuple of float
         Residual history.
     samples, seed : int
@@ -234,11 +280,18 @@ class ErmTheoryResult:
     seed: int
     vh_form: str
     runtime_s: float
+    update_calls: int = 0
+    exact_calls: int = 0
 
     @property
     def x(self) -> np.ndarray:
         """The order parameters as the solver's state vector."""
         return np.array([getattr(self, n) for n in ORDER_NAMES])
+
+    @property
+    def reached(self) -> bool:
+        """A fixed point was reached (finite order parameters), trusted or flagged."""
+        return bool(np.all(np.isfinite(self.x)))
 
     def to_dict(self, *, with_history: bool = False) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -305,25 +358,67 @@ def conjugates(mom: Mapping[str, float], x: np.ndarray, alpha: float, lam_k: flo
     return np.asarray(new), aux
 
 
-def make_update(task: TaskConfig, act: Activation, alpha: float, lam_k: float, lam_v: float,
-                options: ErmTheoryOptions):
-    """The fixed-point map ``F(x) -> (x_new, aux)`` of spec section 5 (ERM).
+_EXACT_CACHE: OrderedDict[tuple, tuple[dict[str, float], np.ndarray, np.ndarray]] = OrderedDict()
+EXACT_CACHE_SIZE = 64
 
-    ``aux`` carries the conjugates, the diagnostics, and under ``"moments"`` / ``"moments_cov"``
-    the channel moments and their Monte Carlo covariance (:func:`channel_error`).
+
+class ChannelMap:
+    """The fixed-point map ``F(x) -> (x_new, aux)`` of spec section 5 (ERM), in two forms.
+
+    * ``exact`` (also ``__call__``): the proximal step from the ``2 L + 1`` cold starts of
+      every sample (:func:`bayesslr.theory.channel.cold_starts`), ``n_explore`` + ``n_refine``
+      Levenberg-Marquardt steps: a deterministic function of ``x`` (common random numbers).
+      This is the map whose fixed point is reported.
+    * ``tracked``: each sample starts from ``w_k`` and from the ``n_keep`` lowest distinct
+      minima that the previous call found (as offsets from ``w_k``), ``n_track``
+      Levenberg-Marquardt steps. Between two calls of an iteration the order parameters move little,
+      so the minima move little and a few Newton steps re-converge them; it costs a fraction
+      of an exploring call. Its first call (nothing tracked yet) explores.
+
+    The channel part depends on ``x`` alone (``alpha`` and ``lam`` enter through
+    :func:`conjugates`), so the exploring map's moments at an ``x`` are kept (a small LRU cache
+    shared by every map of the same channel and settings): continuation starts each ``alpha``
+    (or ``lam``) at its neighbour's fixed point, where the exploring call was just made, and
+    the channel error of a reported point starts where its verification was made; both then
+    cost nothing, and track from the minima found there.
+
+    Both kinds keep the minima they found for the next ``tracked`` call. ``aux`` carries the
+    conjugates, the diagnostics, and under ``"moments"`` / ``"moments_cov"`` the channel
+    moments and their Monte Carlo covariance (:func:`channel_error`). ``calls`` counts the
+    proximal steps computed, by kind.
     """
-    ch = channel64(task, options.samples, options.seed)
-    theta = _theta(act, options.theta)
 
-    def update(x: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
+    def __init__(self, task: TaskConfig, act: Activation, alpha: float, lam_k: float,
+                 lam_v: float, options: ErmTheoryOptions) -> None:
+        self.act, self.alpha, self.lam_k, self.lam_v, self.opt = act, alpha, lam_k, lam_v, options
+        self.ch = channel64(task, options.samples, options.seed)
+        self.theta = _theta(act, options.theta)
+        self.minima: Any = None
+        self.calls = {"exact": 0, "tracked": 0}
+        o = options
+        self._key = (dataclasses.replace(task, D=1), act.name, self.theta.tobytes(), o.samples,
+                     o.seed, o.n_explore, o.n_refine, o.n_best, o.n_keep, o.shift)
+        with jax.enable_x64(True):
+            self._cold = cold_starts(task.L_max, options.shift)
+
+    def _prox(self, x: np.ndarray, starts: Any, n_explore: int, n_refine: int,
+              hessian: bool = True) -> tuple[dict[str, float], np.ndarray, Any]:
         m_k, q_k, V_k, m_v, q_v, V_v = (float(t) for t in x)
         with jax.enable_x64(True):
-            out = prox_channel(act, ch, m_k, q_k, V_k, m_v, q_v, V_v, jnp.asarray(theta),
-                               n_explore=options.n_explore, n_refine=options.n_refine,
-                               shift=options.shift)
-            cov = np.asarray(out.cov)
-            mom = {k: float(v) for k, v in out._asdict().items() if k != "cov"}
-        new, aux = conjugates(mom, x, alpha, lam_k, lam_v, options.vh_form)
+            out = prox_step(self.act, self.ch, m_k, q_k, V_k, m_v, q_v, V_v,
+                            jnp.asarray(self.theta), starts, n_explore=n_explore,
+                            n_refine=n_refine, n_best=self.opt.n_best,
+                            n_keep=self.opt.n_keep, hessian=hessian)
+            mom_arr = out.moments
+            names = [k for k in mom_arr._fields if k != "cov"]
+            vals = np.asarray(jnp.stack([getattr(mom_arr, k) for k in names]))
+            cov = np.asarray(mom_arr.cov)
+        return dict(zip(names, (float(v) for v in vals), strict=True)), cov, out.minima
+
+    def _image(self, x: np.ndarray, mom: Mapping[str, float],
+               cov: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
+        alpha = self.alpha
+        new, aux = conjugates(mom, x, alpha, self.lam_k, self.lam_v, self.opt.vh_form)
         aux.update({
             "train_loss": mom["loss"],
             "train_loss_se": mom["loss_se"],
@@ -336,33 +431,89 @@ def make_update(task: TaskConfig, act: Activation, alpha: float, lam_k: float, l
         })
         return new, aux
 
-    return update
+    def _cached(self, x: np.ndarray) -> tuple | None:
+        key = (*self._key, np.asarray(x, dtype=np.float64).tobytes())
+        hit = _EXACT_CACHE.get(key)
+        if hit is not None:
+            _EXACT_CACHE.move_to_end(key)
+        return hit
+
+    def exact(self, x: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
+        """The map from the cold starts (keeps the minima found)."""
+        x = np.asarray(x, dtype=np.float64)
+        hit = self._cached(x)
+        if hit is None:
+            self.calls["exact"] += 1
+            mom, cov, minima = self._prox(x, self._cold, self.opt.n_explore,
+                                          self.opt.n_refine)
+            hit = (mom, cov, np.asarray(minima, dtype=np.float32))
+            _EXACT_CACHE[(*self._key, x.tobytes())] = hit
+            while len(_EXACT_CACHE) > EXACT_CACHE_SIZE:
+                _EXACT_CACHE.popitem(last=False)
+        mom, cov, self.minima = hit
+        return self._image(x, mom, cov)
+
+    __call__ = exact
+
+    def tracked(self, x: np.ndarray, minima: Any = None, *, keep: bool = True,
+                n_steps: int | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+        """The map from ``w_k`` and the tracked minima (``minima``, default the last call's;
+        ``keep=False`` leaves the tracked state as it is; ``n_steps`` Levenberg-Marquardt
+        steps, default ``n_track``). Explores when nothing is tracked; where the exploring map
+        is known at ``x`` (cache), that is used instead. Its ``aux`` lacks the Hessian-form
+        terms (NaN) unless they drive the iteration (``vh_form="hessian"``): only the
+        diagnostics use them, and those come from the exploring map."""
+        x = np.asarray(x, dtype=np.float64)
+        if minima is None and (self.minima is None or self._cached(x) is not None):
+            return self.exact(x)
+        minima = self.minima if minima is None else minima
+        self.calls["tracked"] += 1
+        with jax.enable_x64(True):
+            starts = tracked_starts(jnp.asarray(minima, dtype=jnp.float64))
+        # the starts are minima already: n_track steps re-converge them, no separate refinement
+        mom, cov, found = self._prox(x, starts, self.opt.n_track if n_steps is None else n_steps,
+                                     0, hessian=self.opt.vh_form == "hessian")
+        if keep:
+            self.minima = np.asarray(found, dtype=np.float32)
+        return self._image(x, mom, cov)
 
 
-def channel_error(update, x: np.ndarray, alpha: float, lam_k: float, lam_v: float,
-                  vh_form: str, *, rel_step: float = 1e-2) -> np.ndarray:
+def make_update(task: TaskConfig, act: Activation, alpha: float, lam_k: float, lam_v: float,
+                options: ErmTheoryOptions) -> ChannelMap:
+    """The fixed-point map of spec section 5 (ERM) at one ``(alpha, lam_k, lam_v)``
+    (:class:`ChannelMap`; calling it is the exact map)."""
+    return ChannelMap(task, act, alpha, lam_k, lam_v, options)
+
+
+def channel_error(F: ChannelMap, x: np.ndarray, aux0: Mapping[str, Any], *,
+                  rel_step: float = 1e-2) -> np.ndarray:
     """Covariance of the fixed point's order parameters from the channel Monte Carlo noise.
 
     Delta method: the estimated fixed point solves ``x = G(M(x) + eps, x)``, ``M`` the channel
-    moments, ``eps`` their Monte Carlo error (covariance ``moments_cov`` of ``update(x)``),
-    ``G`` the map :func:`conjugates`. Linearising, ``(I - J) dx = dG/dM eps`` with ``J`` the
-    Jacobian of the full map ``F`` at ``x`` (forward differences on the common random numbers, step
-    ``rel_step`` relative: coarse enough to step over the ``O(1/n)`` branch jumps) and
-    ``dG/dM`` by central differences; ``Cov(dx) = A Cov(eps) A^T``, ``A = (I - J)^-1 dG/dM``.
-    ``7`` update calls. Near a spinodal ``I - J`` turns singular and the error grows,
-    as it should.
+    moments, ``eps`` their Monte Carlo error (covariance ``moments_cov`` of the exact map at
+    ``x``), ``G`` the map :func:`conjugates`. Linearising, ``(I - J) dx = dG/dM eps`` with
+    ``J`` the Jacobian of the full map ``F`` at ``x`` and ``dG/dM`` by central differences;
+    ``Cov(dx) = A Cov(eps) A^T``, ``A = (I - J)^-1 dG/dM``.
+
+    ``aux0`` holds the exact map's auxiliaries at ``x`` (the solver's verification call), and
+    ``J`` comes by forward differences on the common random numbers (step ``rel_step``
+    relative: coarse enough to step over the ``O(1/n)`` branch jumps) of the tracked map
+    started, at ``x`` and at each displaced point, from the minima that call found
+    (``F.minima``): 7 tracked calls, each a fraction of an exact one. A sample whose global
+    minimum switches between its tracked minima within a step is counted, as in the exact
+    map. Near a spinodal ``I - J`` turns singular and the error grows, as it should.
     """
     x = np.asarray(x, dtype=np.float64)
-    # F(x), the moments and their covariance at x itself (the solver's last call was at the
-    # previous iterate, a residual away: too far for a difference step of 1e-2)
-    f0, aux = update(x)
+    minima = F.minima
+    alpha, lam_k, lam_v, vh_form = F.alpha, F.lam_k, F.lam_v, F.opt.vh_form
+    f0 = F.tracked(x, minima, keep=False)[0]
     J = np.empty((6, 6))
     for j in range(6):
         h = rel_step * max(abs(x[j]), 1e-2)
         xp = x.copy()
         xp[j] += h
-        J[:, j] = (update(xp)[0] - f0) / h
-    mom = dict(aux["moments"])
+        J[:, j] = (F.tracked(xp, minima, keep=False)[0] - f0) / h
+    mom = dict(aux0["moments"])
     dG = np.empty((6, len(MOMENT_NAMES)))
     for i, name in enumerate(MOMENT_NAMES):
         h = 1e-6 * max(abs(mom[name]), 1e-3)
@@ -372,7 +523,7 @@ def channel_error(update, x: np.ndarray, alpha: float, lam_k: float, lam_v: floa
         dG[:, i] = (conjugates(up, x, alpha, lam_k, lam_v, vh_form)[0]
                     - conjugates(dn, x, alpha, lam_k, lam_v, vh_form)[0]) / (2 * h)
     A = np.linalg.solve(np.eye(6) - J, dG)
-    return A @ np.asarray(aux["moments_cov"]) @ A.T
+    return A @ np.asarray(aux0["moments_cov"]) @ A.T
 
 
 def solve_erm(task: TaskConfig, activation: str, alpha: Any, lam_k: Any, lam_v: Any = None,
@@ -413,9 +564,10 @@ def solve_erm(task: TaskConfig, activation: str, alpha: Any, lam_k: Any, lam_v: 
         x_start, start_name = start_point(task, start), start
     else:
         x_start, start_name = np.asarray(x0, dtype=np.float64), "continuation"
-    update = make_update(task, act, alpha, lam_k, lam_v, opt)
-    fp = solve_fixed_point(update, x_start, opt.solver)
-    return _finish(task, act, alpha, lam_k, lam_v, opt, fp, start_name, t0, update)
+    F = make_update(task, act, alpha, lam_k, lam_v, opt)
+    fp = solve_fixed_point(F.tracked if opt.track else F.exact, x_start, opt.solver,
+                           exact=F.exact)
+    return _finish(task, act, alpha, lam_k, lam_v, opt, fp, start_name, t0, F)
 
 
 def _risk_gradient(task: TaskConfig, act: Activation, theta: np.ndarray, p4: Sequence[float],
@@ -436,14 +588,56 @@ def _risk_gradient(task: TaskConfig, act: Activation, theta: np.ndarray, p4: Seq
         return np.asarray(jax.grad(risk)(jnp.asarray(p4, dtype=jnp.float64)))
 
 
+def diagnose(aux: Mapping[str, Any], options: ErmTheoryOptions) -> list[str]:
+    """The diagnostics of a fixed point against their bounds: one line per failure.
+
+    A fixed point of the replica map is trusted only where the proximal problem behind it is
+    solved reliably and the two ``Vh`` estimates agree:
+
+    * ``off_branch <= max_off_branch``: the fraction of channel samples whose global
+      proximal minimum lies in another basin than the one reached from ``w_k``. Where many
+      samples sit near a switch between branches the map jumps by ``O(1/samples)`` at each
+      switch, the iteration reaches a noise floor rather than a fixed point, and the
+      replica-symmetric description itself is in doubt;
+    * ``prox_unconverged <= max_prox_unconverged``: proximal solves left unconverged bias the
+      moments;
+    * for ``a = k, v``: ``|Vh_a_hessian - Vh_a_stein| <= max(vh_gap_z * se,
+      max_vh_gap * |Vh_a_stein|)``, ``se`` the gap's Monte Carlo standard error. The
+      Stein-free form is exact, the Hessian form misses the jump term where minima switch
+      branch: a gap that is both significant and a sizeable fraction of ``Vh`` (two estimates
+      of opposite signs always are) says the jumps dominate the response.
+
+    The default bounds and the measurements behind them (finite-``D`` ERM against the theory
+    on both sides of the ``max_vh_gap`` bound) are in ``docs/theory.md``, "What converged
+    means".
+    """
+    out = []
+    ob = aux.get("off_branch", math.nan)
+    if not ob <= options.max_off_branch:
+        out.append(f"off_branch {ob:.3g} > {options.max_off_branch:g}")
+    pu = aux.get("prox_unconverged", math.nan)
+    if not pu <= options.max_prox_unconverged:
+        out.append(f"prox_unconverged {pu:.3g} > {options.max_prox_unconverged:g}")
+    for a in ("k", "v"):
+        st, he = aux.get(f"Vh_{a}_stein", math.nan), aux.get(f"Vh_{a}_hessian", math.nan)
+        se = aux.get(f"vh_gap_{a}_stderr", math.nan)
+        gap = he - st
+        bound = max(options.vh_gap_z * se, options.max_vh_gap * abs(st))
+        if not abs(gap) <= bound:
+            out.append(f"Vh_{a} hessian {he:.3g} vs stein {st:.3g}: gap {gap:.3g} = "
+                       f"{abs(gap) / se:.1f} se = {abs(gap) / abs(st):.2f} |Vh_{a}| "
+                       f"(bounds {options.vh_gap_z:g} se, {options.max_vh_gap:g} |Vh|)")
+    return out
+
+
 def _finish(task, act, alpha, lam_k, lam_v, opt, fp: FixedPointResult, start_name, t0,
-            update):
+            F: ChannelMap) -> ErmTheoryResult:
     nan = math.nan
     a = fp.aux if fp.converged else {}
     x = fp.x
     vals = dict(zip(ORDER_NAMES, (float(t) for t in x), strict=True))
-    test, test_se, chan_se = nan, nan, nan
-    order_se = dict.fromkeys(ORDER_NAMES, nan)
+    test, test_se = nan, nan
+    reason, trusted = fp.reason, fp.converged
     if fp.converged:
         from bayesslr.population import excess_risk
 
@@ -453,21 +647,13 @@ def _finish(task, act, alpha, lam_k, lam_v, opt, fp: FixedPointResult, start_nam
         pr = excess_risk(task, act.name, *p4, list(theta) if act.n_params else None,
                          samples=opt.test_samples, seed=opt.seed + 1)
         test, test_se = pr.excess_risk, pr.stderr
-        if opt.channel_error:
-            try:
-                cov = channel_error(update, x, alpha, lam_k, lam_v, opt.vh_form)
-                grad = _risk_gradient(task, act, theta, p4, min(opt.test_samples, 50_000),
-                                      opt.seed + 1)
-                sub = cov[np.ix_([0, 1, 3, 4], [0, 1, 3, 4])]
-                chan_se = float(math.sqrt(max(float(grad @ sub @ grad), 0.0)))
-                order_se = {n: float(math.sqrt(max(v, 0.0)))
-                            for n, v in zip(ORDER_NAMES, np.diag(cov), strict=True)}
-            except (np.linalg.LinAlgError, ValueError, ArithmeticError):
-                pass  # stays NaN: the error estimate failed, the point itself stands
+        failed = diagnose(a, opt)
+        if failed:
+            trusted, reason = False, "flagged: " + "; ".join(failed)
     g = a.get
     train = g("train_loss", nan)
     objective = train + (lam_k * vals["q_k"] + lam_v * vals["q_v"]) / (2.0 * alpha)
-    return ErmTheoryResult(
+    r = ErmTheoryResult(
         alpha=alpha, lam_k=lam_k, lam_v=lam_v, activation=act.name, start=start_name, **vals,
         mh_k=g("mh_k", nan), qh_k=g("qh_k", nan), Vh_k=g("Vh_k", nan),
         mh_v=g("mh_v", nan), qh_v=g("qh_v", nan), Vh_v=g("Vh_v", nan),
@@ -476,22 +662,76 @@ def _finish(task, act, alpha, lam_k, lam_v, opt, fp: FixedPointResult, start_nam
         vh_gap_k=g("Vh_k_hessian", nan) - g("Vh_k_stein", nan),
         vh_gap_v=g("Vh_v_hessian", nan) - g("Vh_v_stein", nan),
         vh_gap_k_stderr=g("vh_gap_k_stderr", nan), vh_gap_v_stderr=g("vh_gap_v_stderr", nan),
-        test_error=test, stderr_test=test_se, stderr_channel=chan_se,
-        stderr=test_se if math.isnan(chan_se) else math.hypot(test_se, chan_se),
-        order_stderr=order_se, train_loss=train,
+        test_error=test, stderr_test=test_se, stderr_channel=nan, stderr=test_se,
+        order_stderr=dict.fromkeys(ORDER_NAMES, nan), train_loss=train,
         train_loss_se=g("train_loss_se", nan), objective=objective,
         off_branch=g("off_branch", nan), prox_unconverged=g("prox_unconverged", nan),
-        converged=fp.converged, iterations=fp.iterations, residual=fp.residual,
-        reason=fp.reason, history=fp.history, samples=opt.samples, seed=opt.seed,
-        vh_form=opt.vh_form, runtime_s=time.perf_counter() - t0,
+        converged=trusted, iterations=fp.iterations, residual=fp.residual,
+        reason=reason, history=fp.history, samples=opt.samples, seed=opt.seed,
+        vh_form=opt.vh_form, runtime_s=0.0, update_calls=sum(F.calls.values()),
+        exact_calls=F.calls["exact"],
     )
+    if fp.converged and opt.channel_error:
+        r = _attach_channel_error(task, act, r, opt, F, a)
+    return dataclasses.replace(r, runtime_s=time.perf_counter() - t0)
+
+
+def _attach_channel_error(task: TaskConfig, act: Activation, r: ErmTheoryResult,
+                          opt: ErmTheoryOptions, F: ChannelMap,
+                          aux: Mapping[str, Any]) -> ErmTheoryResult:
+    """``r`` with its channel error (:func:`channel_error` at ``r.x``, ``aux`` the exploring
+    map's auxiliaries there and ``F`` holding the minima it found) and the calls counted."""
+    before = dict(F.calls)
+    chan_se, order_se = math.nan, dict.fromkeys(ORDER_NAMES, math.nan)
+    try:
+        cov = channel_error(F, r.x, aux)
+        theta = _theta(act, opt.theta)
+        p4 = (r.m_k, max(r.q_k, r.m_k**2), r.m_v, max(r.q_v, r.m_v**2))
+        grad = _risk_gradient(task, act, theta, p4, min(opt.test_samples, 50_000),
+                              opt.seed + 1)
+        sub = cov[np.ix_([0, 1, 3, 4], [0, 1, 3, 4])]
+        chan_se = float(math.sqrt(max(float(grad @ sub @ grad), 0.0)))
+        order_se = {n: float(math.sqrt(max(v, 0.0)))
+                    for n, v in zip(ORDER_NAMES, np.diag(cov), strict=True)}
+    except (np.linalg.LinAlgError, ValueError, ArithmeticError):
+        pass  # stays NaN: the error estimate failed, the point itself stands
+    spent = {k: F.calls[k] - before[k] for k in F.calls}
+    return dataclasses.replace(
+        r, stderr_channel=chan_se, order_stderr=order_se,
+        stderr=r.stderr_test if math.isnan(chan_se) else math.hypot(r.stderr_test, chan_se),
+        update_calls=r.update_calls + sum(spent.values()),
+        exact_calls=r.exact_calls + spent["exact"])
+
+
+def with_channel_error(task: TaskConfig, r: ErmTheoryResult,
+                       options: ErmTheoryOptions | None = None) -> ErmTheoryResult:
+    """A reached fixed point ``r`` with its channel error, without solving again.
+
+    The exploring map is deterministic on the common random numbers, so one call of it at
+    ``r.x`` reproduces the solver's verification call (moments, their covariance and the
+    minima to track), then :func:`channel_error`: 7 tracked update calls, and the exploring
+    one unless it is still cached (on a curve or a ``lam`` search it usually is).
+    ``r`` is returned unchanged when it was not reached or carries its channel error already.
+    """
+    opt = options or ErmTheoryOptions()
+    if not r.reached or math.isfinite(r.stderr_channel):
+        return r
+    t0 = time.perf_counter()
+    act = get_activation(r.activation)
+    F = make_update(task, act, r.alpha, r.lam_k, r.lam_v, opt)
+    _, aux = F.exact(r.x)  # counted only when computed (not a cache hit)
+    r = dataclasses.replace(r, update_calls=r.update_calls + F.calls["exact"],
+                            exact_calls=r.exact_calls + F.calls["exact"])
+    r = _attach_channel_error(task, act, r, opt, F, aux)
+    return dataclasses.replace(r, runtime_s=r.runtime_s + time.perf_counter() - t0)
 
 
 def _better(a: ErmTheoryResult, b: ErmTheoryResult) -> ErmTheoryResult:
-    """The branch with the lower training objective (the global minimiser); converged first."""
-    if not b.converged:
+    """The branch with the lower training objective (the global minimiser) among the reached
+    fixed points, trusted or flagged (a flagged winner is reported with its flag)."""
+    if not b.reached:
         return a
-    if not a.converged:
+    if not a.reached:
         return b
     return a if a.objective <= b.objective else b
 
@@ -504,8 +744,10 @@ def erm_curve(task: TaskConfig, activation: str, alphas: Sequence[float], lam_k:
     """ERM theory along ``alphas``, from each start, by continuation in both directions.
 
     Every ``(start, direction)`` sweep is kept; per ``alpha`` the reported point is the
-    converged branch with the lowest training objective (the global ERM minimiser), then
-    re-solved from there with its channel error (``iterations`` counts both solves).
+    reached branch with the lowest training objective (the global ERM minimiser), with its
+    channel error attached (:func:`with_channel_error`, no new solve). Its ``iterations`` and
+    ``update_calls`` count the work of every sweep at that ``alpha`` (and the channel error's
+    calls): what it cost to find the point.
 
     Parameters
     ----------
@@ -556,11 +798,10 @@ def erm_curve(task: TaskConfig, activation: str, alphas: Sequence[float], lam_k:
         b = cands[0]
         for c in cands[1:]:
             b = _better(b, c)
-        if b.converged and opt.channel_error and (wanted is None or b.alpha in wanted):
-            # warm restart at the winner (a few iterations) for its channel error
-            again = solve_erm(task, activation, b.alpha, lam_k, lam_v, opt, x0=b.x)
-            if again.converged:
-                b = dataclasses.replace(again, start=b.start,
-                                        iterations=b.iterations + again.iterations)
+        b = dataclasses.replace(b, iterations=sum(c.iterations for c in cands),
+                                update_calls=sum(c.update_calls for c in cands),
+                                exact_calls=sum(c.exact_calls for c in cands))
+        if opt.channel_error and (wanted is None or b.alpha in wanted):
+            b = with_channel_error(task, b, opt)
         best.append(b)
     return best, sweeps

@@ -38,9 +38,12 @@ from bayesslr.theory.bayes import (
     BayesCurvePoint,
     BayesTheoryOptions,
     bayes_curve,
+    state_evolution_trajectory,
 )
 from bayesslr.theory.erm import (
     ERM_ACTIVATIONS,
+    ERM_CONFIRM,
+    EXACT_CACHE_SIZE,
     STARTS,
     ErmTheoryOptions,
     ErmTheoryResult,
@@ -69,16 +72,16 @@ PATH = Opt("path", None, "reals", low=0.0, low_open=True, nullable=True, max_len
                "none: each start solved cold at the cell's alpha")
 
 ERM_SCHEMA = schema_of(ErmTheoryOptions, "theory_erm", exclude=("seed",)) + _solver_opts(
-    accel="anderson", max_iter=300, tol=None) + (
+    accel="anderson", max_iter=300, tol=None, confirm=ERM_CONFIRM) + (
     Opt("start", ("informed",), "choices", choices=STARTS,
         doc="named start(s) of the fixed point; several: the lowest training objective wins"),
     PATH,
     Opt("sweep", "both", "choice", choices=("both", "up"),
         doc="continuation directions along path (both: up and down, lowest objective kept)"),
     Opt("lam_grid", DEFAULT_LAM_GRID, "reals", low=0.0, low_open=True, max_len=100,
-        doc="coarse grid of lam='optimal' (then a bounded search in log lam)"),
+        doc="coarse grid of lam='optimal' (then a parabolic search in log lam)"),
     Opt("refine_iter", 8, "int", low=0, high=100,
-        doc="evaluations of the bounded search of lam='optimal'"),
+        doc="most evaluations of the parabolic search of lam='optimal'"),
     Opt("lam_v", None, "real", low=0.0, nullable=True,
         doc="penalty on v if different from the cell's lam (a real lam only)"),
 )
@@ -93,6 +96,11 @@ BAYES_SCHEMA = schema_of(BayesTheoryOptions, "theory_bayes", exclude=("seed",)) 
     Opt("branch", "best", "choice", choices=BRANCHES,
         doc="branch reported: best (larger free entropy), informed or uninformed"),
     PATH,
+    Opt("trajectory", 0, "int", low=0, high=10_000,
+        doc="also return this many undamped state-evolution iterates from trajectory_start "
+            "(the iteration GAMP follows) as lists trajectory_m_k, trajectory_m_v; 0: none"),
+    Opt("trajectory_start", "uninformed", "choice", choices=BAYES_STARTS,
+        doc="start of the returned trajectory (GAMP's init of the same name)"),
 )
 
 
@@ -160,9 +168,11 @@ def _erm_memory(cell: Cell, opts: Mapping[str, Any]) -> Resources:
     S = 2 * L + 1  # starts of the proximal problem
     # every start of every sample a row; per row the LM state, a Hessian and its solve
     prox = opts["samples"] * S * (8 * L + 4 * L * L) * 8 * 3
+    # the exploring map's results kept per order parameters (the tracked minima, float32)
+    cache = EXACT_CACHE_SIZE * opts["samples"] * opts["n_keep"] * L * 4
     test = opts["test_samples"] * L * 8 * 21  # the population test formula
-    return Resources(prox + test, f"{opts['samples']} channel samples x {S} starts x L={L} "
-                     "(float64)", "samples, test_samples or L")
+    return Resources(prox + cache + test, f"{opts['samples']} channel samples x {S} starts x "
+                     f"L={L} (float64)", "samples, test_samples or L")
 
 
 def _erm_cost(cell: Cell, opts: Mapping[str, Any]) -> float:
@@ -193,8 +203,8 @@ def _bayes_cost(cell: Cell, opts: Mapping[str, Any]) -> float:
 _ERM_OUT = ("m_k", "q_k", "V_k", "m_v", "q_v", "V_v", "mh_k", "qh_k", "Vh_k", "mh_v", "qh_v",
             "Vh_v", "Vh_k_stein", "Vh_v_stein", "Vh_k_hessian", "Vh_v_hessian", "vh_gap_k",
             "vh_gap_v", "vh_gap_k_stderr", "vh_gap_v_stderr", "train_loss", "objective",
-            "off_branch", "prox_unconverged", "iterations", "residual", "samples", "vh_form",
-            "start", "reason")
+            "off_branch", "prox_unconverged", "iterations", "update_calls", "exact_calls",
+            "residual", "samples", "vh_form", "start", "reason")
 
 
 def _erm_point(r: ErmTheoryResult, task_delta: float) -> dict[str, Any]:
@@ -273,6 +283,11 @@ def _on_path(alpha: float, path: list[float]) -> float:
               ("objective", "training objective per sample (ranks branches)"),
               ("off_branch", "fraction of channel samples whose global proximal minimum is "
                              "not the one reached from w_k"),
+              ("prox_unconverged", "fraction of channel samples whose proximal solve stayed "
+                                   "unconverged"),
+              ("update_calls", "fixed-point map calls spent on the point (every sweep or lam "
+                               "solve that found it, and the channel error)"),
+              ("exact_calls", "how many of update_calls explored from the cold starts"),
               ("vh_gap_k", "Hessian minus Stein-free Vh_k", "1", "vh_gap_k_stderr"),
               ("vh_gap_k_stderr", "Monte Carlo standard error of vh_gap_k"),
               ("vh_gap_v", "Hessian minus Stein-free Vh_v", "1", "vh_gap_v_stderr"),
@@ -283,7 +298,7 @@ def _on_path(alpha: float, path: list[float]) -> float:
               ("lam_at_boundary", "lam='optimal' stopped at an end of its grid", "")),
           cost=_erm_cost, memory=_erm_memory,
           check=lambda c, o: _check_erm(c, o),
-          plot=PlotStyle(kind="line", label="{activation} (theory)"), version="2",
+          plot=PlotStyle(kind="line", label="{activation} (theory)"), version="3",
           dims=("variant", "L", "nu", "delta", "alpha", "lam"),
           batch=_erm_batch, batch_key=_path_key)
 def theory_erm_cell(cell: Cell, opts: Mapping[str, Any]) -> dict[str, Any]:
@@ -327,6 +342,11 @@ def _bayes_batch(cells: list[Cell], opts_list: list[Mapping[str, Any]]) -> list[
     by_alpha = dict(zip(path, points, strict=True))
     outs = [_bayes_point(by_alpha[_on_path(c.alpha, path)], o["branch"], task.delta)
             for c, o in zip(cells, opts_list, strict=True)]
+    for c, o, out in zip(cells, opts_list, outs, strict=True):
+        if o["trajectory"] > 0:  # the iterates GAMP is compared with (docs/amp.md)
+            tr = state_evolution_trajectory(task, c.alpha, o["trajectory_start"],
+                                            o["trajectory"], opt)
+            out["trajectory_m_k"], out["trajectory_m_v"] = list(tr.m_k), list(tr.m_v)
     share = (time.perf_counter() - t0) / len(cells)
     for o in outs:
         o["runtime_s"] = share
@@ -345,10 +365,14 @@ def _bayes_batch(cells: list[Cell], opts_list: list[Mapping[str, Any]]) -> list[
               ("clipped", "an overlap sits at the clip 1 - m_clip", ""),
               ("quadrature_error", "test-error change against a coarser quadrature"),
               ("test_error_informed", "test error of the informed branch"),
-              ("test_error_uninformed", "test error of the uninformed branch")),
+              ("test_error_uninformed", "test error of the uninformed branch"),
+              ("trajectory_m_k", "state-evolution m_k per iteration from trajectory_start",
+               "1", None, "iteration"),
+              ("trajectory_m_v", "state-evolution m_v per iteration from trajectory_start",
+               "1", None, "iteration")),
           cost=_bayes_cost, memory=_bayes_memory, check=lambda c, o: _check_path(c, o),
           plot=PlotStyle(kind="line", label="Bayes-optimal (theory)", color="k"),
-          version="2", dims=("variant", "L", "nu", "delta", "alpha"),
+          version="3", dims=("variant", "L", "nu", "delta", "alpha"),
           batch=_bayes_batch, batch_key=_path_key)
 def theory_bayes_cell(cell: Cell, opts: Mapping[str, Any]) -> dict[str, Any]:
     """One ``alpha`` of the state evolution from both starts (options :data:`BAYES_SCHEMA`);

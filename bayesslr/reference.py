@@ -1,0 +1,94 @@
+"""The shipped reference results: every setting of the paper's figures, computed once.
+
+The package carries the results file of the ``reference`` preset (``bayesslr/data/
+reference.nc``): the paper's settings (docs/paper.md) computed on one two-core machine, with
+the sizes reduced only where a setting was out of reach there — each reduction is recorded in
+the file's attributes (``reductions``) and in the README. :func:`load_reference` opens it like
+any results directory (``bayesslr.load``); ``bayesslr report --reference OUT`` draws the
+paper's figures from it without computing anything; the notebooks use it when given no results
+directory.
+
+:func:`build_reference` turns a finished ``reference`` run into that file: the results tree,
+plus the provenance of the run (machine, wall time, the reductions against the ``paper``
+preset).
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import json
+import os
+import platform
+from pathlib import Path
+
+import xarray as xr
+
+from bayesslr.task import ConfigError
+
+PACKAGE_FILE = "reference.nc"
+
+# what the reference preset reduces against the paper preset, and why (kept with the data)
+REDUCTIONS: dict[str, str] = {}
+
+
+def reference_path() -> Path:
+    """Where the shipped reference results file lives (inside the installed package)."""
+    return Path(str(importlib.resources.files("bayesslr") / "data" / PACKAGE_FILE))
+
+
+def load_reference() -> xr.DataTree:
+    """The shipped reference results (a results tree, as :func:`bayesslr.load` returns).
+
+    Raises
+    ------
+    ConfigError
+        When this installation carries no reference results.
+    """
+    path = reference_path()
+    if not path.exists():
+        raise ConfigError(f"reference results {str(path)!r} are missing from this "
+                          "installation; allowed: a results directory written by "
+                          "'bayesslr run'")
+    with xr.open_datatree(path, engine="h5netcdf") as tree:
+        return tree.load()
+
+
+def build_reference(results: str | Path, out: str | Path | None = None, *,
+                    reductions: dict[str, str] | None = None,
+                    wall_time_s: float | None = None) -> Path:
+    """Write the package's reference file from a finished run of the ``reference`` preset.
+
+    Parameters
+    ----------
+    results : path
+        The results directory of the run.
+    out : path, optional
+        Destination (default: the package's data file, :func:`reference_path`).
+    reductions : dict, optional
+        What the run reduced against the ``paper`` preset and why (setting -> text).
+    wall_time_s : float, optional
+        Wall time of the whole run on this machine.
+
+    Returns
+    -------
+    Path
+        The file written.
+    """
+    from bayesslr.report import load_results
+
+    tree = load_results(results)
+    failed = int(tree.attrs.get("cells_failed", 0))
+    if failed:
+        raise ConfigError(f"results={str(results)!r} has {failed} failed cells; allowed: a "
+                          "complete run (rerun the same command to retry them)")
+    tree.attrs.update({
+        "reference": "bayesslr reference results: the paper's settings (docs/paper.md)",
+        "reductions": json.dumps(reductions if reductions is not None else REDUCTIONS,
+                                 sort_keys=True),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()}",
+        "wall_time_s": float(wall_time_s) if wall_time_s is not None else float("nan"),
+    })
+    dest = Path(out) if out is not None else reference_path()
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tree.to_netcdf(dest, engine="h5netcdf")
+    return dest

@@ -1,0 +1,288 @@
+"""Execute the report notebooks on a results directory and write them as self-contained HTML.
+
+The notebooks are jupytext percent-format ``.py`` files under ``reports/`` in the source tree
+(or a directory named by ``$BAYESSLR_NOTEBOOKS``). Each has a cell tagged ``parameters``
+defining ``results``; as papermill does, a cell tagged ``injected-parameters`` that sets
+``results`` to the directory given is inserted after it, the notebook is executed with
+nbclient in a fresh kernel (cwd: the output directory), and exported by nbconvert to one HTML
+file with every figure embedded as a ``data:`` image and no script loaded from the network, so
+the file opens in any browser, offline. An ``index.html`` lists the notebooks with the verdict
+lines each printed.
+
+The execution stack (jupytext, nbclient, ipykernel, nbconvert) is the optional extra
+``notebooks``; without it :func:`write_notebooks` raises a :class:`~bayesslr.task.ConfigError`
+naming the extra (the CLI prints it on one line and exits 2).
+"""
+
+from __future__ import annotations
+
+import html
+import importlib.util
+import os
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bayesslr.task import ConfigError
+
+EXTRA = "notebooks"
+# import name -> distribution name, of what the extra installs
+REQUIRED = {"jupytext": "jupytext", "nbclient": "nbclient", "nbconvert": "nbconvert",
+            "ipykernel": "ipykernel"}
+# the suite's notebooks, in reading order; other notebooks in the directory follow, sorted
+ORDER = ("population", "finite_sample", "dynamics", "sampler_health")
+VERDICT = re.compile(r"^VERDICT \[(holds|does not hold|not enough data)\] .*$", re.M)
+
+# the lab template without the scripts it loads from the network (require.js, MathJax,
+# mermaid): the notebooks use no widget, no LaTeX and no diagram, and the file must open offline
+# (the figures carry their alternative text, from the figure's title, as PNG metadata "alt")
+_TEMPLATE = """{%- extends 'lab/index.html.j2' -%}
+{%- block html_head_js_requirejs -%}{%- endblock html_head_js_requirejs -%}
+{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
+{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
+{% block data_png scoped %}
+<div class="jp-RenderedImage jp-OutputArea-output {{ extra_class }}">
+<img src="data:image/png;base64,{{ output.data['image/png'] | escape_html }}"
+alt="{{ (output | get_metadata('alt', 'image/png') or 'figure') | escape_html }}">
+</div>
+{%- endblock data_png %}
+"""
+
+
+@dataclass
+class NotebookRun:
+    """The outcome of one executed notebook.
+
+    Attributes
+    ----------
+    name : str
+        File stem of the notebook (``population``).
+    source : Path
+        The jupytext file.
+    html : Path or None
+        The HTML written (also when a cell failed: it shows the error).
+    error : str
+        First line of the error of the failing cell, ``""`` if every cell ran.
+    verdicts : list of str
+        The ``VERDICT [...]`` lines the notebook printed.
+    images : int
+        Figures (PNG outputs) embedded.
+    seconds : float
+        Wall time of the execution.
+    title : str
+        The notebook's first heading.
+    """
+
+    name: str
+    source: Path
+    html: Path | None = None
+    error: str = ""
+    verdicts: list[str] = field(default_factory=list)
+    images: int = 0
+    seconds: float = 0.0
+    title: str = ""
+
+
+def check_extra() -> None:
+    """Raise :class:`ConfigError` (one line) unless the ``notebooks`` extra is installed."""
+    missing = [dist for mod, dist in REQUIRED.items() if importlib.util.find_spec(mod) is None]
+    if missing:
+        raise ConfigError(f"--notebooks needs the optional extra '{EXTRA}' (missing: "
+                          f"{', '.join(missing)}); install it with: pip install "
+                          f"'bayesslr[{EXTRA}]'")
+
+
+def notebook_dir() -> Path:
+    """Where the notebooks are: ``$BAYESSLR_NOTEBOOKS``, else ``reports/`` of the source tree
+    this package is imported from."""
+    env = os.environ.get("BAYESSLR_NOTEBOOKS", "").strip()
+    if env:
+        p = Path(env)
+        if not p.is_dir():
+            raise ConfigError(f"BAYESSLR_NOTEBOOKS={env!r} is not a directory; allowed: a "
+                              "directory of jupytext .py notebooks")
+        return p
+    p = Path(__file__).resolve().parents[2] / "reports"
+    if not p.is_dir():
+        raise ConfigError("the report notebooks are not found (no reports/ beside the package: "
+                          "an installed wheel does not ship them); allowed: a source checkout "
+                          "(pip install -e .) or BAYESSLR_NOTEBOOKS=DIR")
+    return p
+
+
+def find_notebooks(directory: str | Path | None = None) -> list[Path]:
+    """The jupytext percent notebooks of ``directory`` (default :func:`notebook_dir`), the
+    suite's in :data:`ORDER`, then the others by name."""
+    d = Path(directory) if directory is not None else notebook_dir()
+    found = [p for p in sorted(d.glob("*.py"))
+             if "jupytext:" in p.read_text(encoding="utf-8", errors="replace")[:2000]]
+    rank = {n: i for i, n in enumerate(ORDER)}
+    return sorted(found, key=lambda p: (rank.get(p.stem, len(ORDER)), p.stem))
+
+
+def inject_parameters(nb: Any, results: str | Path) -> None:
+    """Insert, after the cell tagged ``parameters`` (first, if none), a cell tagged
+    ``injected-parameters`` setting ``results`` (papermill's convention)."""
+    import nbformat
+
+    code = f"# Parameters\nresults = {str(results)!r}\n"
+    cell = nbformat.v4.new_code_cell(code, metadata={"tags": ["injected-parameters"]})
+    at = 0
+    for i, c in enumerate(nb.cells):
+        if "parameters" in c.get("metadata", {}).get("tags", []):
+            at = i + 1
+            break
+    nb.cells.insert(at, cell)
+
+
+def _texts(nb: Any) -> str:
+    out = []
+    for c in nb.cells:
+        for o in c.get("outputs", []):
+            if o.get("output_type") == "stream":
+                out.append(o.get("text", ""))
+            elif "data" in o and "text/plain" in o["data"]:
+                out.append(o["data"]["text/plain"])
+    return "\n".join(out)
+
+
+def _images(nb: Any) -> int:
+    return sum(1 for c in nb.cells for o in c.get("outputs", [])
+               if "image/png" in o.get("data", {}))
+
+
+def _title(nb: Any, default: str) -> str:
+    for c in nb.cells:
+        if c.cell_type == "markdown":
+            for line in c.source.splitlines():
+                if line.startswith("# "):
+                    return line[2:].strip()
+    return default
+
+
+def kernel_env(results: str | Path | None = None) -> dict[str, str]:
+    """The environment of a notebook's kernel: this process's, with the directory this
+    ``bayesslr`` is imported from first on ``PYTHONPATH`` (made absolute), so the kernel, which
+    runs in the output directory, draws with the same code as the command that started it;
+    ``BAYESSLR_RESULTS`` is the results directory (for a notebook without a parameters cell
+    that reads it)."""
+    import bayesslr
+
+    root = str(Path(bayesslr.__file__).resolve().parents[1])
+    rest = [str(Path(p).resolve()) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+            if p]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys([root, *rest]))
+    env.setdefault("MPLBACKEND", "Agg")
+    if results:
+        env["BAYESSLR_RESULTS"] = str(Path(results).resolve())
+    return env
+
+
+def execute(path: str | Path, results: str | Path, *, cwd: str | Path | None = None,
+            timeout: int = 900, kernel: str = "python3") -> tuple[Any, str]:
+    """Run one notebook on ``results``; returns ``(executed notebook, error)`` with ``error``
+    the first line of a failing cell's error (``""`` when every cell ran)."""
+    check_extra()
+    import jupytext
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError, DeadKernelError
+
+    nb = jupytext.read(str(path))
+    inject_parameters(nb, Path(results).resolve() if results else results)
+    nb.metadata["title"] = _title(nb, Path(path).stem)
+    client = NotebookClient(nb, timeout=timeout, kernel_name=kernel,
+                            resources={"metadata": {"path": str(cwd or Path.cwd())}},
+                            extra_arguments=["--IPKernelApp.log_level=ERROR"])
+    error = ""
+    try:
+        client.execute(env=kernel_env(results))
+    except (CellExecutionError, DeadKernelError, TimeoutError, RuntimeError) as exc:
+        lines = [ln for ln in str(exc).splitlines() if ln.strip()]
+        error = next((ln for ln in reversed(lines) if "Error" in ln), lines[-1] if lines
+                     else type(exc).__name__)
+        error = re.sub(r"\x1b\[[0-9;]*m", "", error).strip()
+    return nb, error
+
+
+def to_html(nb: Any) -> str:
+    """The executed notebook as one self-contained HTML page (figures as ``data:`` images, the
+    lab theme's CSS inline, no script from the network)."""
+    check_extra()
+    import jinja2
+    from nbconvert import HTMLExporter
+
+    exporter = HTMLExporter(template_name="lab",
+                            extra_loaders=[jinja2.DictLoader({"bayesslr.html.j2": _TEMPLATE})])
+    exporter.template_file = "bayesslr.html.j2"
+    exporter.exclude_input_prompt = True
+    exporter.exclude_output_prompt = True
+    body, _ = exporter.from_notebook_node(nb)
+    return body
+
+
+def write_notebooks(results: str | Path, out: str | Path | None = None, *,
+                    notebooks: Sequence[str | Path] | None = None,
+                    timeout: int = 900) -> list[NotebookRun]:
+    """Execute every notebook on ``results`` and write ``OUT/<name>.html`` and
+    ``OUT/index.html`` (``OUT`` defaults to ``RESULTS/figures``). A notebook whose cell fails
+    is still written (the HTML shows the error) and reported in its :class:`NotebookRun`."""
+    check_extra()
+    res = Path(results)
+    out_dir = Path(out) if out is not None else (
+        res / "figures" if res.is_dir() else res.parent / "figures")
+    paths = [Path(p) for p in notebooks] if notebooks is not None else find_notebooks()
+    if not paths:
+        raise ConfigError(f"no jupytext notebook found in {notebook_dir()}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    runs = []
+    for p in paths:
+        t0 = time.perf_counter()
+        nb, error = execute(p, res, cwd=out_dir, timeout=timeout)
+        run = NotebookRun(p.stem, p, error=error, title=nb.metadata.get("title", p.stem))
+        run.seconds = time.perf_counter() - t0
+        run.verdicts = [m.group(0) for m in VERDICT.finditer(_texts(nb))]
+        run.images = _images(nb)
+        html_path = out_dir / f"{p.stem}.html"
+        tmp = html_path.with_suffix(".html.tmp")
+        tmp.write_text(to_html(nb), encoding="utf-8")
+        tmp.replace(html_path)
+        run.html = html_path
+        runs.append(run)
+    (out_dir / "index.html").write_text(index_html(res, runs), encoding="utf-8")
+    return runs
+
+
+_STATUS_COLOR = {"holds": "#1a7f37", "does not hold": "#b42318", "not enough data": "#8a6d00"}
+
+
+def index_html(results: Path, runs: Sequence[NotebookRun]) -> str:
+    """A page linking every notebook's HTML with the verdicts it printed."""
+    items = []
+    for r in runs:
+        lines = []
+        for v in r.verdicts:
+            m = re.match(r"VERDICT \[([^\]]+)\] (.*)", v)
+            status, rest = (m.group(1), m.group(2)) if m else ("", v)
+            claim, _, evidence = rest.partition(" \u2014 ")
+            points = "".join(f"<li><small>{html.escape(p)}</small></li>"
+                             for p in re.split(r"(?<=\]); ", evidence) if p)
+            lines.append(
+                f'<li><b style="color:{_STATUS_COLOR.get(status, "#000")}">[{html.escape(status)}]'
+                f"</b> {html.escape(claim)}<ul>{points}</ul></li>")
+        err = (f'<p style="color:#b42318">a cell failed: {html.escape(r.error)}</p>'
+               if r.error else "")
+        link = html.escape(r.html.name) if r.html else "#"
+        items.append(f'<h2><a href="{link}">{html.escape(r.title)}</a></h2>{err}'
+                     f'<p>{r.images} figure(s), run in {r.seconds:.0f} s</p><ul>'
+                     + "".join(lines) + "</ul>")
+    return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+            "<title>bayesslr report</title><style>body{font-family:sans-serif;max-width:60em;"
+            "margin:2em auto;line-height:1.4}li{margin:.4em 0}small{color:#444}</style></head>"
+            f"<body><h1>bayesslr report</h1><p>Results: <code>{html.escape(str(results))}"
+            "</code>. Each notebook opens in this browser (figures embedded, no Jupyter "
+            "needed); the verdicts say what the data says about the paper's claims.</p>"
+            + "".join(items) + "</body></html>")

@@ -1,0 +1,148 @@
+"""What the report notebooks call: open the results, show a figure, a table, the verdicts.
+
+Every function degrades to one printed sentence when there is nothing to show (no results, a
+method family absent), never an exception, so a notebook runs top to bottom on any results
+directory. The drawing itself is :mod:`bayesslr.report.figures` (the same functions
+``bayesslr report`` writes to files), the numbers :mod:`bayesslr.report.tables` and the
+verdicts :mod:`bayesslr.report.claims`.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import os
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pandas as pd
+import xarray as xr
+
+from bayesslr.report.claims import Verdict
+from bayesslr.report.figures import FIGURES, NothingToPlot, Results, groups
+from bayesslr.task import ConfigError
+
+DEFAULT_RESULTS = "results/quick"
+DPI = 100
+# a notebook kernel has no ipywidgets: tqdm (imported by the samplers) warns about it once
+warnings.filterwarnings("ignore", message="IProgress not found")
+_COLORS = {"holds": "#1a7f37", "does not hold": "#b42318", "not enough data": "#8a6d00"}
+
+
+def _display(obj: object) -> None:
+    try:
+        from IPython.display import display
+    except ImportError:  # plain Python: print what can be printed
+        print(obj)
+        return
+    display(obj)
+
+
+def results_parameter() -> str:
+    """The default of a notebook's ``results`` parameter: ``$BAYESSLR_RESULTS``, else
+    ``results/quick``."""
+    return os.environ.get("BAYESSLR_RESULTS", "").strip() or DEFAULT_RESULTS
+
+
+def open_results(results: str | Path | None) -> xr.DataTree | None:
+    """The results a notebook shows: the directory (or ``dataset.nc``) given when it holds a
+    sweep; otherwise the suite's shipped reference results when this version has them
+    (``bayesslr.report.load_reference``); otherwise None, with a sentence saying why."""
+    from bayesslr import report
+
+    if results:
+        p = Path(results)
+        if (p / "dataset.nc").exists() or (p.is_file() and p.suffix == ".nc"):
+            try:
+                tree = report.load_results(p)
+            except ConfigError as exc:
+                print(f"The results at {p} cannot be read ({exc}).")
+                return None
+            print(f"Results: {p.resolve()} ({tree.attrs.get('title', 'a sweep')}, "
+                  f"revision {tree.attrs.get('git_revision', '?')}; families: "
+                  f"{', '.join(groups(tree)) or 'none'}).")
+            return tree
+        print(f"No results at {p} (run 'bayesslr run --preset quick --out {p}' first, or set "
+              "BAYESSLR_RESULTS to a results directory).")
+    try:
+        tree = report.load_reference()
+    except ConfigError as exc:
+        print(f"No results directory was given and {exc}; there is nothing to show.")
+        return None
+    print("No results directory was given: showing the suite's shipped reference results "
+          f"({tree.attrs.get('reference', '')}; reductions against the paper's sizes: "
+          f"{tree.attrs.get('reductions', '?')}).")
+    return tree
+
+
+def figure(which: str | Callable[[Results], object], results: Results | None, *,
+           dpi: int = DPI) -> None:
+    """Draw one figure of :data:`~bayesslr.report.figures.FIGURES` (by name or function) and
+    display it as a PNG (embedded in the notebook and its HTML export); a sentence instead
+    when the results do not hold what it draws."""
+    fn = FIGURES[which] if isinstance(which, str) else which
+    name = which if isinstance(which, str) else getattr(fn, "__name__", "figure")
+    if results is None:
+        print(f"Figure {name} not drawn: no results.")
+        return
+    try:
+        fig = fn(results)
+    except NothingToPlot as why:
+        print(f"Figure {name} not drawn: {why}.")
+        return
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    try:
+        from IPython.display import Image
+    except ImportError:
+        print(f"[figure {name}: {len(buf.getvalue())} bytes of PNG]")
+        return
+    title = fig._suptitle.get_text() if getattr(fig, "_suptitle", None) else name
+    _display(Image(data=buf.getvalue(), format="png", metadata={"alt": title}))
+
+
+def table(df: pd.DataFrame | None, what: str, *, columns: Sequence[str] | None = None,
+          digits: int = 4) -> None:
+    """Display a table, numbers to ``digits`` significant digits, or a sentence when it is
+    empty."""
+    if df is None or df.empty:
+        print(f"No {what} in these results.")
+        return
+    out = df[list(columns)] if columns is not None else df
+    with pd.option_context("display.max_rows", 200, "display.max_columns", 40,
+                           "display.max_colwidth", None, "display.width", 160,
+                           "display.float_format", lambda x: f"{x:.{digits}g}"):
+        _display(out.reset_index(drop=True))
+
+
+class VerdictList:
+    """Verdicts as a notebook shows them: plain ``VERDICT [...]`` lines (text), and in HTML
+    each claim with its status in colour and the points checked as a list."""
+
+    def __init__(self, verdicts: Sequence[Verdict]) -> None:
+        self.verdicts = list(verdicts)
+
+    def __repr__(self) -> str:
+        return "\n".join(v.line() for v in self.verdicts)
+
+    def _repr_html_(self) -> str:
+        items = []
+        for v in self.verdicts:
+            pts = v.points or (((v.status, v.evidence),) if v.evidence else ())
+            sub = "".join(
+                f'<li><span style="color:{_COLORS.get(st, "#000")}">[{html.escape(st)}]</span> '
+                f"{html.escape(text)}</li>" for st, text in pts)
+            items.append(
+                f'<li style="margin-bottom:.6em"><b style="color:{_COLORS.get(v.status, "#000")}">'
+                f"VERDICT [{html.escape(v.status)}]</b> <b>{html.escape(v.claim)}</b> \u2014"
+                f'<ul style="margin-top:.2em">{sub}</ul></li>')
+        # one verdict per line of the page's text (tags stripped), as in the text form
+        return '<ul style="list-style:none;padding-left:0">\n' + "\n".join(items) + "\n</ul>"
+
+
+def verdicts(claims: Callable[[Results], list[Verdict]], results: Results | None) -> None:
+    """Compute and display the verdicts of one theme (text: one ``VERDICT [...]`` line each,
+    with the numbers; HTML: the same, as a list)."""
+    out = claims(results if results is not None else xr.DataTree())
+    _display(VerdictList(out))

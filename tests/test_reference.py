@@ -1,0 +1,130 @@
+"""The shipped reference results: the file's provenance and completeness, ``bayesslr report
+--reference OUT`` (figures from the file, nothing computed), the notebooks' fallback to it, and
+a few of its cells recomputed here within their standard errors."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import xarray as xr
+from conftest import run_cli
+from test_report import synthetic
+
+import bayesslr
+from bayesslr import reference
+from bayesslr.report import show
+from bayesslr.task import ConfigError
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """A reference file built once from synthetic results (the families the figures need)."""
+    d = tmp_path_factory.mktemp("reference")
+    results = d / "results"
+    results.mkdir()
+    synthetic(("population", "theory_erm", "theory_bayes", "erm")).to_netcdf(
+        results / "dataset.nc", engine="h5netcdf")
+    return reference.build_reference(results, d / "package" / "reference.nc",
+                                     reductions={"erm": "sqrtND 1e4 -> 1e3"}, wall_time_s=12.5)
+
+
+@pytest.fixture
+def packaged(built, monkeypatch):
+    """The built file standing in for the package's one."""
+    monkeypatch.setattr(reference, "reference_path", lambda: built)
+    return built
+
+
+def test_build_records_provenance(packaged):
+    tree = reference.load_reference()
+    assert json.loads(tree.attrs["reductions"]) == {"erm": "sqrtND 1e4 -> 1e3"}
+    assert tree.attrs["wall_time_s"] == 12.5 and "cores" in tree.attrs["machine"]
+    assert {"population", "theory_erm", "theory_bayes", "erm"} <= set(tree.children)
+
+
+def test_report_reference_writes_figures_without_computing(packaged, tmp_path, capsys,
+                                                          monkeypatch):
+    import bayesslr.methods as methods
+
+    def refuse(*a, **k):
+        raise AssertionError("report --reference must not compute cells")
+
+    monkeypatch.setattr(methods, "run_cell", refuse)
+    out = tmp_path / "figs"
+    code, stdout, _ = run_cli(["report", "--reference", str(out), "--formats", "png"], capsys)
+    assert code == 0, stdout
+    assert "from the shipped reference results" in stdout
+    assert {"population_vs_nu", "error_vs_alpha"} <= {p.stem for p in out.glob("*.png")}
+    assert (out / "verdicts.txt").read_text().strip()
+
+
+@pytest.mark.parametrize("argv", [["report"], ["report", "somewhere", "--reference", "x"],
+                                  ["report", "--reference", "x", "--notebooks"]])
+def test_report_reference_refusals(argv, capsys, tmp_path):
+    code, _, err = run_cli(argv, capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1
+
+
+def test_missing_reference_is_one_sentence(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(reference, "reference_path", lambda: tmp_path / "none.nc")
+    with pytest.raises(ConfigError, match="missing from this installation"):
+        reference.load_reference()
+    assert show.open_results(None) is None
+    assert "nothing to show" in capsys.readouterr().out
+
+
+def test_notebooks_fall_back_to_the_reference(packaged, capsys, monkeypatch):
+    monkeypatch.delenv("BAYESSLR_RESULTS", raising=False)
+    tree = show.open_results(None)
+    assert isinstance(tree, xr.DataTree) and "population" in tree.children
+    assert "shipped reference results" in capsys.readouterr().out
+
+
+def test_build_refuses_failed_cells(tmp_path):
+    results = tmp_path / "r"
+    results.mkdir()
+    t = synthetic(("population",))
+    t.attrs["cells_failed"] = 2
+    t.to_netcdf(results / "dataset.nc", engine="h5netcdf")
+    with pytest.raises(ConfigError, match="2 failed cells"):
+        reference.build_reference(results, tmp_path / "x.nc")
+
+
+# ---- the file the package ships -------------------------------------------------------------
+shipped = pytest.mark.skipif(not reference.reference_path().exists(),
+                             reason="this checkout carries no reference results")
+
+
+@shipped
+def test_shipped_file_is_complete_and_compact():
+    path = reference.reference_path()
+    assert path.stat().st_size < 5 * 2**20
+    tree = reference.load_reference()
+    assert int(tree.attrs.get("cells_failed", 0)) == 0
+    assert json.loads(tree.attrs["reductions"])  # every reduction named
+    assert {"population", "theory_bayes", "erm", "bayes_sampling"} <= set(tree.children)
+    cells = tree["cells"].to_dataset()
+    assert (cells["status"].values == "ok").all()
+
+
+@shipped
+@pytest.mark.parametrize("method, setting", [
+    ("population:softmax", dict(variant="spiked", L=2, nu=2.0)),
+    ("population:bayes", dict(variant="max", L=3, nu=math.inf)),
+])
+def test_shipped_cells_recompute(method, setting):
+    """A cheap cell recomputed with a fresh Monte Carlo seed agrees with the stored one within
+    4 combined standard errors (both are independent Monte Carlo estimates)."""
+    tree = reference.load_reference()
+    fam, act = method.split(":")
+    ds = tree[fam].to_dataset()
+    sel = {k: v for k, v in setting.items() if k in ds.dims}
+    stored = ds.sel(activation=act, **sel) if "activation" in ds.dims else ds.sel(**sel)
+    stored = stored.squeeze(drop=True)
+    value, se = float(stored["risk"]), float(stored["risk_stderr"])
+    cell = bayesslr.Cell(method=method, delta=0.01, seed=7, **setting)
+    out = bayesslr.run_cell(cell, {"samples": 50_000})
+    tol = 4 * math.hypot(se, out["risk_stderr"])
+    assert abs(out["risk"] - value) < tol, (out["risk"], value, tol)
