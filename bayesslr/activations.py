@@ -1,4 +1,4 @@
-"""The attention activations ``sigma`` of spec section 2, in one registry.
+"""The attention activations ``sigma`` of docs/model.md §2, in one registry.
 
 Every activation is called as ``sigma(chi, mask, theta)``:
 
@@ -117,7 +117,7 @@ def get_activation(name: str) -> Activation:
 
 def predict(act: Activation, X: Array, mask: Array, k: Array, v: Array,
             theta: Array | None = None) -> Array:
-    """Attention prediction ``f(X) = sigma(X k / sqrt(D)) . (X v / sqrt(D))`` (spec section 2).
+    """Attention prediction ``f(X) = sigma(X k / sqrt(D)) . (X v / sqrt(D))`` (docs/model.md §2).
 
     ``X`` is ``(n, L_max, D)``, ``mask`` ``(n, L_max)``; returns ``(n,)``.
     """

@@ -2,7 +2,7 @@
 
 At ``D -> inf`` (with ``|k*|^2/D = |v*|^2/D = 1`` and zero cross overlap) one SLR sample is
 described by its length ``L``, the hidden location ``eps*``, the teacher fields ``chi*, z*`` in
-``R^L`` and the label ``y`` (spec sections 1 and 3):
+``R^L`` and the label ``y`` (docs/model.md §1, §3):
 
 * spiked: ``chi*_l ~ N(0, 1)`` independently with ``chi*_{eps*} ~ N(sqrt(nu), 1)``;
 * max: ``chi*_l ~ N(0, 1)`` independently and ``eps* ~ Categorical(softmax(nu chi*))`` (argmax

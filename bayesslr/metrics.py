@@ -1,10 +1,10 @@
-"""The one error measurement of every estimator on fresh test data (spec sections 1, 3 and 6).
+"""The one error measurement of every estimator on fresh test data (docs/model.md §1, §3, §6).
 
 A predictor's values ``y_hat`` on a fresh test set (drawn from the seed's own test key, see
 :func:`bayesslr.task.sample_task`) are scored against the teacher:
 
 * ``test_error``: the excess error ``E[(y - y_hat)^2] - Delta``, Rao-Blackwellised over the
-  hidden location. Since ``P(eps* = l | X) = softmax(c_nu chi*)_l`` exactly (spec section 1),
+  hidden location. Since ``P(eps* = l | X) = softmax(c_nu chi*)_l`` exactly (docs/model.md §1),
   ``E[(y - y_hat)^2 | X] - Delta = sum_l P_l (z*_l - y_hat)^2``: the same expectation as
   ``mean (z*_{eps*} - y_hat)^2`` with a smaller variance;
 * ``oracle_error``: the same for the teacher-known Bayes predictor ``y_oracle = sum_l P_l z*_l``,
@@ -65,7 +65,7 @@ def oracle_terms(task: TaskConfig, teacher: Teacher, test: Data) -> tuple[Array,
 
 
 def oracle_predict(task: TaskConfig, teacher: Teacher, data: Data) -> Array:
-    """Teacher-known Bayes prediction ``sum_l P_l z*_l`` (spec section 3)."""
+    """Teacher-known Bayes prediction ``sum_l P_l z*_l`` (docs/model.md §3)."""
     P, z_s = oracle_terms(task, teacher, data)
     return jnp.sum(P * z_s, axis=-1)
 

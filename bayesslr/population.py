@@ -1,4 +1,4 @@
-"""Population-level results (spec section 3): Bayes risk and the risk of each activation.
+"""Population-level results (docs/model.md §3): Bayes risk and the risk of each activation.
 
 At infinite data and dimension the teacher fields have the law (with ``|k*|^2/D = 1``)
 
@@ -156,7 +156,7 @@ def _check_mc(method: str, samples: Any, seed: Any) -> tuple[str, int, int]:
 # the expectation sets
 # ----------------------------------------------------------------------------------------------
 def mc_fields(task: TaskConfig, samples: int, seed: int) -> ChannelSamples:
-    """Monte Carlo set: ``samples`` rows per length stratum (spec section 3, common numbers)."""
+    """Monte Carlo set: ``samples`` rows per length stratum (docs/model.md §3, common numbers)."""
     return sample_channel(task, samples, seed, allocation="equal")
 
 
@@ -212,7 +212,7 @@ def make_fields(task: TaskConfig, method: str, samples: int, seed: int) -> Chann
 def ab_terms(act: Activation, fields: ChannelSamples, m_k: Array, s_k: Array, theta: Array):
     """Per-row ``a = sum_l w_l sigma_l`` and ``b = sum_l sigma_l^2``.
 
-    Evaluated at the student scores ``chi = m_k chi* + s_k xi`` (spec section 3).
+    Evaluated at the student scores ``chi = m_k chi* + s_k xi`` (docs/model.md §3).
     """
     chi = m_k * fields.chi_star + s_k * fields.xi
     sig = act(chi, fields.mask, theta)
@@ -268,7 +268,7 @@ def linear_spiked_closed_form(task: TaskConfig) -> float:
     ``B``): ``A = 1 + u``, ``B = (1 + u)^2 + (L - 1) + L u^2 / nu``; the ratio ``A^2/B`` is
     maximal at ``u = nu (L - 1) / L``, giving ``L (L - 1) / (L^2 + nu (L - 1))``. ``A`` does not
     depend on ``L`` and ``B`` is affine in it, so a length law enters through ``E[L]`` alone.
-    Decays like ``1/nu`` (spec section 3), against ``exp(-nu/4)`` for softmax.
+    Decays like ``1/nu`` (docs/model.md §3), against ``exp(-nu/4)`` for softmax.
     """
     if task.variant != "spiked":
         raise ConfigError(f"variant={task.variant!r}: the closed form holds for 'spiked' only")
@@ -278,7 +278,7 @@ def linear_spiked_closed_form(task: TaskConfig) -> float:
 
 def bayes_risk(task: TaskConfig, *, samples: int = DEFAULT_SAMPLES, seed: int = 0,
                method: str = "mc") -> PopulationResult:
-    """Bayes excess risk ``1 - E[sum_l P(eps*=l|X)^2]`` (spec section 3).
+    """Bayes excess risk ``1 - E[sum_l P(eps*=l|X)^2]`` (docs/model.md §3).
 
     Examples
     --------
@@ -308,7 +308,7 @@ def _bayes_estimate(task, method, samples, seed):
 def excess_risk(task: TaskConfig, activation: str, m_k: float, q_k: float, m_v: float,
                 q_v: float, theta: Any = None, *, samples: int = DEFAULT_SAMPLES, seed: int = 0,
                 method: str = "mc") -> PopulationResult:
-    """Population excess risk ``1 - 2 m_v A + q_v B`` at given overlaps (spec section 3).
+    """Population excess risk ``1 - 2 m_v A + q_v B`` at given overlaps (docs/model.md §3).
 
     Examples
     --------
@@ -383,7 +383,7 @@ def _ratio_objective(act: Activation, fields: ChannelSamples):
 
 def best_excess_risk(task: TaskConfig, activation: str, *, samples: int = DEFAULT_SAMPLES,
                      seed: int = 0, method: str = "mc") -> PopulationResult:
-    """Best population excess risk of an activation, ``1 - sup A^2/B`` (spec section 3).
+    """Best population excess risk of an activation, ``1 - sup A^2/B`` (docs/model.md §3).
 
     The ``v`` side is solved in closed form (``m_v = A/B``, ``q_v = m_v^2``); the supremum runs
     over ``m_k``, ``q_k >= m_k^2`` and the activation's own scalars, by multi-start L-BFGS-B in
@@ -483,7 +483,7 @@ def _cost(cell: Cell, opts: Mapping[str, Any]) -> float:
 
 @register("population", schema=SCHEMA, activations=POPULATION_ACTIVATIONS,
           description="population excess risk: Bayes, or an activation at its best overlaps "
-                      "(spec section 3)",
+                      "(docs/model.md §3)",
           outputs=common("test_error", "stderr", "risk", "m_k", "q_k", "m_v", "q_v",
                          "converged", "runtime_s") + outputs(
               ("at_bound", "the optimum is at |m_k| -> inf: test_error is an upper bound", ""),

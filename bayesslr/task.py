@@ -1,4 +1,4 @@
-"""The SLR task: validated configuration and the JAX sampler of teacher and data (spec section 1).
+"""The SLR task: validated configuration and the JAX sampler of teacher and data (docs/model.md §1).
 
 Conventions fixed here (and recorded in every dataset through :meth:`TaskConfig.to_dict`):
 
@@ -203,7 +203,7 @@ class LengthLaw:
 # --------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class TaskConfig:
-    """A validated SLR task (spec section 1). Build with :func:`make_task`.
+    """A validated SLR task (docs/model.md §1). Build with :func:`make_task`.
 
     Attributes
     ----------
@@ -411,12 +411,12 @@ def location_logits(task: TaskConfig, chi_star: Array, mask: Array) -> Array:
 
 
 def location_posterior(task: TaskConfig, chi_star: Array, mask: Array) -> Array:
-    """``P(eps* = l | X) = softmax(c_nu chi*)_l`` over unmasked positions (spec section 1)."""
+    """``P(eps* = l | X) = softmax(c_nu chi*)_l`` over unmasked positions (docs/model.md §1)."""
     return jax.nn.softmax(location_logits(task, chi_star, mask), axis=-1)
 
 
 def sample_data(key: PRNGKey, task: TaskConfig, teacher: Teacher, n: Any) -> Data:
-    """Draw ``n`` samples ``(X, y, eps*)`` from the SLR generative process (spec section 1)."""
+    """Draw ``n`` samples ``(X, y, eps*)`` from the SLR generative process (docs/model.md §1)."""
     n = check_int("n", n, low=1)
     return _sample_data(key, task, teacher, n)
 
@@ -517,7 +517,7 @@ def sample_task(key: PRNGKey, task: TaskConfig, n_train: int,
 
 
 def overlaps(k: Array, v: Array, teacher: Teacher) -> dict[str, Array]:
-    """The seven overlaps of spec section 3, all divided by ``D`` (leading axes broadcast).
+    """The seven overlaps of docs/model.md §3, all divided by ``D`` (leading axes broadcast).
 
     ``m_k = k.k*``, ``q_k = k.k``, ``m_v = v.v*``, ``q_v = v.v``, ``m_kv = k.v*``,
     ``m_vk = v.k*``, ``q_kv = k.v``.

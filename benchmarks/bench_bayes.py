@@ -1,4 +1,4 @@
-"""Timings of the NUTS driver (spec section 6): chain methods, compile vs run, vs ``MCMC.run``.
+"""Timings of the NUTS driver (docs/model.md §6): chain methods, compile vs run, vs ``MCMC.run``.
 
 Run: ``.venv/bin/python -m pytest benchmarks/bench_bayes.py --benchmark-only`` (pytest-benchmark;
 compile time in ``extra_info["first_call_s"]``), or ``.venv/bin/python benchmarks/bench_bayes.py``

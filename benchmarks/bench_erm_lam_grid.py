@@ -1,4 +1,4 @@
-"""A 10-value ``lam`` grid on 4 seeds against single fits (spec section 4; issue 15 item 4).
+"""A 10-value ``lam`` grid on 4 seeds against single fits (docs/estimators.md; issue 15 item 4).
 
 What is timed (spiked, ``L = 3``, ``nu = 2``, ``alpha = 5``, grid ``logspace(-3, 1, 10)``, the
 paper's protocol: informed start for every ``lam``), each side as one

@@ -1,4 +1,5 @@
-"""One ERM fit at the paper's size against the data-traffic floor (spec section 4; issue 15 item 4).
+"""One ERM fit at the paper's size against the data-traffic floor (docs/estimators.md;
+issue 15 item 4).
 
 The paper sizes its ERM runs by ``sqrt(N D) = 10^4``; at ``alpha = 5`` (``L = 3``) that is
 ``D = 4472``, ``N = 22360``: the training tokens ``X`` take 1.2 GB in float32, far more than any

@@ -1,4 +1,4 @@
-"""Timings of the population layer (spec section 3).
+"""Timings of the population layer (docs/model.md §3).
 
 Run: ``.venv/bin/python -m pytest benchmarks/bench_population.py --benchmark-only``.
 Compile time is paid in a warm-up call outside the timed region and printed apart.

@@ -1,4 +1,4 @@
-"""What makes the NUTS sampler fast, lever by lever (spec section 6). No optional dependency.
+"""What makes the NUTS sampler fast, lever by lever (docs/model.md §6). No optional dependency.
 
 Run ``.venv/bin/python benchmarks/bench_sampler_levers.py --part grad,warmup,chains,lowalpha``
 (each part prints its own table; ``--seeds`` and ``--alpha`` change the posteriors).

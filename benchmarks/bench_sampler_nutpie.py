@@ -1,4 +1,4 @@
-"""Our NUTS sampler against nutpie (PyMC's Rust NUTS) on the same SLR posterior (spec section 6).
+"""Our NUTS sampler against nutpie (PyMC's Rust NUTS) on the same SLR posterior (docs/model.md §6).
 
 Needs the optional benchmark extra: ``pip install -e '.[bench]'`` (PyMC, nutpie; nothing in the
 package depends on them). Run::

@@ -1,4 +1,4 @@
-"""Timing of a full 20-point ``alpha`` curve of the finite-alpha theory (spec section 5).
+"""Timing of a full 20-point ``alpha`` curve of the finite-alpha theory (docs/theory.md).
 
 Target (issue 15): the replica ERM curve of 20 points (softmax, spiked ``L = 3``, ``nu = 2``,
 ``Delta = 0``, ``lam = 0.1``, ``alpha = 1..20``, 2e4 channel samples, each point with its

@@ -14,10 +14,10 @@
 # %% [markdown]
 # # Which inference algorithm reaches the Bayes-optimal error of SLR, at what cost?
 #
-# The SLR posterior (spec section 6) is rugged: several modes and, at some `(alpha, Delta)`, a
+# The SLR posterior (docs/model.md §6) is rugged: several modes and, at some `(alpha, Delta)`, a
 # computationally hard phase. Its Bayes-optimal test error is known: from long NUTS runs on the
 # task itself (started at the teacher, an exact posterior draw in this planted setting) at
-# `D <= 200`, from the state evolution (spec section 5) as `D -> inf`. So every algorithm can be
+# `D <= 200`, from the state evolution (docs/theory.md) as `D -> inf`. So every algorithm can be
 # scored by how far its *prediction* is from the best possible one, at an equal budget of
 # gradient evaluations: NUTS, HMC, the explicit-location Gibbs sampler, mean-field and low-rank
 # VI, MAP and BlackJAX's tempered SMC (the `inference` family), with ERM and GAMP beside them.

@@ -1,4 +1,4 @@
-"""The activation registry (spec section 2): formulas, masks, prediction."""
+"""The activation registry (docs/model.md §2): formulas, masks, prediction."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Models, predictor, refusals and the ArviZ adapter of ``bayesslr.bayes`` (spec section 6).
+"""Models, predictor, refusals and the ArviZ adapter of ``bayesslr.bayes`` (docs/model.md §6).
 
 No NUTS here: these are exact identities and cheap checks.
 """
@@ -67,7 +67,7 @@ def test_marginal_log_density_equals_bruteforce_location_sum(variant, L):
 
 
 def test_spiked_keeps_the_norm_term():
-    """``-nu |k|^2 / (2D)`` per sample (spec section 6): scaling ``k`` at zero tokens shows it."""
+    """``-nu |k|^2 / (2D)`` per sample (docs/model.md §6): scaling ``k`` at zero tokens shows it."""
     task, spec, data, k, v = _small("spiked", "3")
     X0 = jnp.zeros_like(data.X)
     ll = log_lik_samples(spec, k, v, X0, data.y, data.mask)

@@ -1,4 +1,4 @@
-"""NUTS finds the SLR posterior (spec section 6): reference checks, alpha ladder, CLI contract.
+"""NUTS finds the SLR posterior (docs/model.md §6): reference checks, alpha ladder, CLI contract.
 
 The importance-sampling reference runs by default; the alpha ladder, the CLI run with both
 starts and the comparisons with ERM are marked ``slow`` (run with ``pytest -m ''``).
@@ -243,7 +243,7 @@ def test_cli_refusals_exit_2_with_one_line(capsys, extra, needle):
 
 @pytest.mark.slow
 def test_bayes_error_below_softmax_and_linear_erm_on_the_same_data(cli_both):
-    """Same seed, hence same teacher, training and test data (spec section 4 protocol)."""
+    """Same seed, hence same teacher, training and test data (docs/estimators.md protocol)."""
     from bayesslr.methods import Cell, run_cell
 
     bayes, _ = cli_both

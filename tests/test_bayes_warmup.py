@@ -1,7 +1,7 @@
 """The gradient-based warm-up of ``bayesslr.bayes.warmup`` on a Gaussian with a known answer.
 
 Target: ``N(mu, diag(s^2))`` in ``P = 12`` dimensions with scales ``s`` spread over two decades,
-the kind of spread the SLR posterior has between ``k`` and ``v`` (spec section 6). For a
+the kind of spread the SLR posterior has between ``k`` and ``v`` (docs/model.md §6). For a
 Gaussian the estimate ``sqrt(Var z / Var dU/dz)`` equals ``s^2`` exactly, so the adapted inverse
 mass matrix must match ``s^2`` up to its sampling error, and the draws must have mean ``mu`` and
 variance ``s^2`` up to their Monte Carlo standard errors.

@@ -1,4 +1,4 @@
-"""Regularised ERM (spec sections 2 and 4): solver, batching, validation, GD, CLI contract.
+"""Regularised ERM (docs/estimators.md): solver, batching, validation, GD, CLI contract.
 
 Small fixed shapes (``D = 32``, ``N = 160``, two seeds) so that every fast test shares a handful of
 compiled functions; the statistical claims of the paper live in ``test_erm_claims.py``.

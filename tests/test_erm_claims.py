@@ -1,4 +1,4 @@
-"""The paper's finite-sample ERM claims at small size (spec sections 3, 4 and 7).
+"""The paper's finite-sample ERM claims at small size (docs/paper.md).
 
 All marked slow. Shared shapes (``D = 64``, six seeds, ``n_test = 4000``) keep the number of
 compilations small. Every tolerance is a multiple of a standard error over seeds (teacher, data

@@ -55,7 +55,7 @@ def _args(data, eps=None):
 # ------------------------------------------------------------------------------------------
 def test_explicit_locations_marginalise_to_the_sampler_model(tiny):
     """log sum over every location assignment of the explicit model's joint = the marginal
-    model's joint (spec section 6): the Gibbs sampler targets the same posterior."""
+    model's joint (docs/model.md §6): the Gibbs sampler targets the same posterior."""
     task, spec, data = tiny
     key = jax.random.key(3)
     params = {"k": jax.random.normal(key, (3,)), "v": jax.random.normal(jax.random.key(4),

@@ -1,4 +1,4 @@
-"""Population results (spec section 3): Bayes risk, activation risks, the paper's orderings."""
+"""Population results (docs/model.md §3): Bayes risk, activation risks, the paper's orderings."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The SLR task: validation, sampler statistics and the exact location posterior (spec 1)."""
+"""The SLR task: validation, sampler statistics and the exact location posterior
+(docs/model.md §1)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Finite-alpha theory (spec section 5): solver contract, Bayes state evolution, CLI, registry.
+"""Finite-alpha theory (docs/theory.md): solver contract, Bayes state evolution, CLI, registry.
 
 Tolerances come from Monte Carlo standard errors (``4 se``) or from closed forms. The ERM fixed
 point (one multi-start proximal compile per activation) is tested in ``test_theory_erm.py``.

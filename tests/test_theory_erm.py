@@ -1,4 +1,4 @@
-"""ERM replica fixed point (spec section 5): consistency, the two ``Vh`` forms, failure flag,
+"""ERM replica fixed point (docs/theory.md): consistency, the two ``Vh`` forms, failure flag,
 orderings against the Bayes curve, and agreement with finite-``D`` L-BFGS ERM.
 
 Every test here compiles the multi-start proximal solver (tens of seconds on a loaded CPU), so

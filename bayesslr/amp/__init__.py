@@ -1,7 +1,7 @@
 """GAMP for single-location regression: the algorithm whose state evolution is the theory.
 
 * :func:`~bayesslr.amp.gamp.gamp` runs generalized approximate message passing on training data
-  (spec section 8; derivation in ``docs/amp.md``), :func:`~bayesslr.amp.gamp.gamp_predict`
+  (docs/amp.md; derivation in ``docs/amp.md``), :func:`~bayesslr.amp.gamp.gamp_predict`
   turns its Gaussian marginals into the posterior-mean prediction on test inputs;
 * :mod:`~bayesslr.amp.channel`: output functions (the state evolution's ``Z_out``) and prior;
 * :func:`~bayesslr.amp.data.amp_task_data`: the suite's data for a seed, one ``X`` at a time;

@@ -1,4 +1,4 @@
-"""GAMP's output and input functions for SLR (spec sections 5, 6 and 8; ``docs/amp.md``).
+"""GAMP's output and input functions for SLR (docs/amp.md).
 
 * Output channel: for one sample, the per-token pre-activations ``omega_l = (omega_{k,l},
   omega_{v,l})`` with variances ``V = (V_k, V_v)`` enter through
@@ -10,7 +10,7 @@
   d omega_{a,l}`` and the diagonal derivatives ``d g_{a,l} / d omega_{a,l}`` (automatic
   differentiation: ``2 L`` Hessian-vector products).
 * Prior: Gaussian, per coordinate ``N(0, 1 / lam_a)``. For the spiked variant the tokens'
-  likelihood carries ``exp(-nu |k|^2 / (2 D))`` per sample (spec section 6), i.e.
+  likelihood carries ``exp(-nu |k|^2 / (2 D))`` per sample (docs/model.md §6), i.e.
   ``exp(-alpha nu |k|^2 / 2)`` over the data: a Gaussian factor on ``k`` that belongs to the
   prior, ``lam_k = 1 + nu N / D`` (:func:`prior_precision`); ``Z_out``'s ``k``-dependence is
   then ``exp(sqrt(nu) omega_k)`` (its constants do not matter). ``docs/amp.md`` derives why,

@@ -2,7 +2,7 @@
 
 :func:`bayesslr.task.sample_task` is the data contract: a seed's key is split into
 ``(k_teacher, k_train, k_test)`` and the teacher, the training set and the test set are drawn
-from those keys (spec section 1). Compiled as one program, that draw keeps XLA's
+from those keys (docs/model.md §1). Compiled as one program, that draw keeps XLA's
 intermediates of the random tokens alive at once (the counters, two words of random bits, the
 uniforms): measured 5-6 times the size of ``X`` at its peak, i.e. over 30 GB for the 6 GB of
 ``X`` at ``D = 10^4``, ``alpha = 5``, ``L = 3``.
@@ -125,7 +125,7 @@ def amp_task_data(key: PRNGKey, task: TaskConfig, n_train: int, n_test: int, *,
                   block_bytes: int = BLOCK_BYTES,
                   exact_below_bytes: float = EXACT_BELOW_BYTES) -> tuple[Teacher, Data, Data]:
     """Teacher, training and test data of ``key``: the draws of
-    ``sample_task(key, task, n_train, n_test)`` (spec section 1), with one ``X`` at a time.
+    ``sample_task(key, task, n_train, n_test)`` (docs/model.md §1), with one ``X`` at a time.
 
     Parameters
     ----------

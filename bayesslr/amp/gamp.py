@@ -1,4 +1,4 @@
-"""GAMP for single-location regression (spec section 8; the derivation is in ``docs/amp.md``).
+"""GAMP for single-location regression (docs/amp.md; the derivation is in ``docs/amp.md``).
 
 Weights ``W = (k, v)`` (two columns); token ``l`` of sample ``mu`` has the pre-activation
 ``(chi_l, z_l) = x_l . (k, v) / sqrt(D)``. One iteration, with estimates ``W_hat`` and their
@@ -157,7 +157,7 @@ class GampState(NamedTuple):
 
 @dataclass(frozen=True)
 class GampResult:
-    """One GAMP run (spec section 8).
+    """One GAMP run (docs/amp.md).
 
     Attributes
     ----------
@@ -305,7 +305,7 @@ def initial_state(key: PRNGKey, init: str, D: int, n: int, L_max: int, teacher: 
 
 def gamp(key: PRNGKey, task: TaskConfig, data: Data, options: GampOptions | None = None, *,
          teacher: Teacher | None = None, callback=None) -> GampResult:
-    """Run GAMP on training data (spec section 8).
+    """Run GAMP on training data (docs/amp.md).
 
     Parameters
     ----------
@@ -480,7 +480,7 @@ def gamp_predict(task: TaskConfig, result: GampResult, X: Array, mask: Array,
 
 
 def overlaps_of(W: Array, teacher: Teacher) -> dict[str, float]:
-    """Overlaps of ``W = (k_hat, v_hat)`` with the teacher (spec section 3), float64."""
+    """Overlaps of ``W = (k_hat, v_hat)`` with the teacher (docs/model.md §3), float64."""
     Wn = np.asarray(W, np.float64)
     T = np.stack([np.asarray(teacher.k, np.float64), np.asarray(teacher.v, np.float64)], 1)
     D = Wn.shape[0]

@@ -72,7 +72,7 @@ def _cost(cell: Cell, opts: Mapping[str, Any]) -> float:
 
 @register("amp", schema=SCHEMA, needs=("alpha", "D"),
           description="GAMP on the data, the algorithm the Bayes state evolution describes "
-                      "(spec section 8)",
+                      "(docs/amp.md)",
           outputs=common("test_error", "stderr", "risk", "oracle_error", "oracle_error_stderr",
                          "excess_over_oracle", "excess_over_oracle_stderr", "m_k", "q_k",
                          "m_v", "q_v", "m_kv", "m_vk", "q_kv", "nishimori_gap", "converged",

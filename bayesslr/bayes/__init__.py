@@ -1,4 +1,4 @@
-"""The Bayes-optimal estimator by sampling (spec section 6).
+"""The Bayes-optimal estimator by sampling (docs/model.md §6).
 
 * :mod:`bayesslr.bayes.model`: NumPyro models (location marginalised; location enumerated);
 * :mod:`bayesslr.bayes.sampler`: NUTS driver, start strategies, diagnostics;

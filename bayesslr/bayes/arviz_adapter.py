@@ -1,4 +1,4 @@
-"""The only module that touches ArviZ (its API is moving; spec section 6, STYLE "adapters").
+"""The only module that touches ArviZ (its API is moving; docs/model.md §6, STYLE "adapters").
 
 * :func:`diagnostics`: rank-normalised split R-hat and bulk / tail ESS over every coordinate;
 * :func:`to_inference_data`: draws, sample statistics and data as an ``InferenceData`` (built

@@ -137,7 +137,7 @@ def run_start(key: jax.Array, init: str, spec: ModelSpec, teacher: Teacher, data
 
 
 @register("bayes_sampling", schema=SCHEMA, needs=("alpha", "D"),
-          description="Bayes-optimal estimator by NUTS on the data (spec section 6)",
+          description="Bayes-optimal estimator by NUTS on the data (docs/model.md §6)",
           outputs=common("test_error", "stderr", "risk", "oracle_error", "oracle_error_stderr",
                          "excess_over_oracle", "excess_over_oracle_stderr", "m_k", "q_k",
                          "m_v", "q_v", "m_kv", "m_vk", "q_kv", "nishimori_gap", "r_hat_max",
@@ -183,7 +183,7 @@ def bayes_sampling_cell(cell: Cell, opts: Mapping[str, Any]) -> dict[str, Any]:
     draw), so their R-hat cannot reveal trapping; ``random`` starts at ``alpha >= 4`` stay in
     modes far below the truth (``log_lik_gap`` of about 2 nats per sample at ``D = 100``,
     ``alpha = 4``, measured), hence ``init="teacher,random"`` to report both. Low ``alpha``
-    (about 1) mixes slowly even from the teacher: budget more draws there (spec section 6).
+    (about 1) mixes slowly even from the teacher: budget more draws there (docs/model.md §6).
     ``converged`` is the verdict of :func:`verdict` (R-hat, ESS per chain, divergences and,
     with several starts, their agreement), ``reason`` says which threshold failed.
 

@@ -1,4 +1,4 @@
-"""NumPyro models of SLR with Gaussian priors on ``k, v`` (spec section 6).
+"""NumPyro models of SLR with Gaussian priors on ``k, v`` (docs/model.md §6).
 
 Two forms of the same posterior:
 
@@ -15,7 +15,7 @@ given the location ``l`` and the key ``k`` (section 6):
 
 * spiked: ``a_l = sqrt(nu) chi_l - nu |k|^2 / (2 D)``. The second term is free of ``l`` but not
   of ``k``; summed over the data it is ``-alpha nu |k|^2 / 2`` and it stays in the model (without
-  it ``|k|^2/D`` drifts far from 1 and the error rises; spec section 6, measured);
+  it ``|k|^2/D`` drifts far from 1 and the error rises; docs/model.md §6, measured);
 * max: ``a_l = log L + nu chi_l - logsumexp_l' (nu chi_l')``; the tokens carry no information on
   ``k`` beyond the location (``log L`` is a constant that makes the two variants share one
   formula with the uniform location prior).
@@ -60,7 +60,7 @@ class ModelSpec:
         Label-noise variance used in the likelihood (``> 0``).
     tempered : bool
         True when ``nu`` or ``delta`` differ from the task's (``nu = inf`` or ``Delta = 0``
-        replaced by the finite values below; spec section 6).
+        replaced by the finite values below; docs/model.md §6).
     """
 
     variant: str
@@ -99,12 +99,12 @@ def model_spec(task: TaskConfig, *, tempered: bool = False, tempered_delta: floa
             raise ConfigError(
                 f"delta={delta:g} makes the likelihood singular (noise-free labels); allowed for "
                 "sampling: delta > 0, or tempered=true to sample with delta_model="
-                f"{tempered_delta:g} (spec section 6)")
+                f"{tempered_delta:g} (docs/model.md §6)")
         if math.isinf(nu):
             raise ConfigError(
                 "nu=inf makes the likelihood discontinuous in k (hard argmax) and NUTS needs a "
                 "gradient; allowed for sampling: finite nu >= 0, or tempered=true to sample with "
-                f"nu_model={tempered_nu:g} (spec section 6)")
+                f"nu_model={tempered_nu:g} (docs/model.md §6)")
         return ModelSpec(task.variant, nu, delta, False)
     if not tempered_delta > 0.0:
         raise ConfigError(f"tempered_delta={tempered_delta!r} is out of range; allowed: real > 0")
@@ -120,7 +120,7 @@ def model_spec(task: TaskConfig, *, tempered: bool = False, tempered_delta: floa
 # --------------------------------------------------------------------------------------------
 def token_log_weights(variant: str, nu: Array, chi: Array, mask: Array,
                       k_sq_over_D: Array) -> Array:
-    """``a_l(k)`` of spec section 6, ``-inf`` on masked positions.
+    """``a_l(k)`` of docs/model.md §6, ``-inf`` on masked positions.
 
     Parameters
     ----------
@@ -146,7 +146,7 @@ def token_log_weights(variant: str, nu: Array, chi: Array, mask: Array,
 
 def log_lik_samples(spec: ModelSpec, k: Array, v: Array, X: Array, y: Array,
                     mask: Array) -> Array:
-    """Per-sample marginal log-likelihood ``(n,)`` (spec section 6).
+    """Per-sample marginal log-likelihood ``(n,)`` (docs/model.md §6).
 
     ``logsumexp_l [a_l(k) + log N(y; z_l, Delta)] - log L_i``; the base measure of the tokens is
     dropped (free of ``k, v``).
@@ -198,7 +198,7 @@ def _priors(D: int) -> tuple[Array, Array]:
 
 def marginal_model(X: Array, y: Array, mask: Array, weights: Array, nu: Array, delta: Array,
                    *, variant: str) -> None:
-    """SLR with the location summed out (spec section 6); the sampler's default model.
+    """SLR with the location summed out (docs/model.md §6); the sampler's default model.
 
     Parameters
     ----------

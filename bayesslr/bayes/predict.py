@@ -1,4 +1,4 @@
-"""Posterior-mean prediction of the sampled posterior (spec sections 1, 3 and 6).
+"""Posterior-mean prediction of the sampled posterior (docs/model.md §1, §3, §6).
 
 With posterior draws ``(k_s, v_s)``, ``s = 1..S``, and a test input ``X``:
 
@@ -80,7 +80,7 @@ def _stream(variant: str, nu: Array, K: Array, V: Array, valid: Array, X: Array,
 
 def posterior_predict(spec: ModelSpec, k_draws: Array, v_draws: Array, X: Array, mask: Array,
                       *, chunk: int = 128) -> Predictions:
-    """Exact and plain posterior-mean predictions (spec section 6), streamed over draws.
+    """Exact and plain posterior-mean predictions (docs/model.md §6), streamed over draws.
 
     Parameters
     ----------
@@ -109,7 +109,7 @@ def posterior_predict(spec: ModelSpec, k_draws: Array, v_draws: Array, X: Array,
 
 
 def overlaps(teacher: Teacher, k_mean: Array, v_mean: Array) -> dict[str, float]:
-    """Posterior-mean overlaps (spec section 3) and the Nishimori gap ``max |m - q|``.
+    """Posterior-mean overlaps (docs/model.md §3) and the Nishimori gap ``max |m - q|``.
 
     Bayes-optimality implies ``E[k_mean . k*] = E[|k_mean|^2]`` (Nishimori identity), so
     ``m_a - q_a`` fluctuates around zero at ``O(D^-1/2)``; a large gap flags a sampler that has

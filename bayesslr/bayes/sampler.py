@@ -1,4 +1,4 @@
-"""NUTS driver for the SLR posterior (spec section 6): starts, chain methods, diagnostics.
+"""NUTS driver for the SLR posterior (docs/model.md §6): starts, chain methods, diagnostics.
 
 * **Starts** (``init``): ``teacher`` (the planted ``(k*, v*)``, an exact posterior draw in this
   setting, so chains are at equilibrium from step 0), ``random`` (independent prior draws, one
@@ -299,7 +299,7 @@ def init_params(key: PRNGKey, init: str, chains: int, D: int,
 def sample_posterior(key: PRNGKey, spec: ModelSpec, data: Data, options: SamplerOptions, *,
                      start: dict[str, Array], init: str = "custom",
                      weights: Array | None = None) -> SampleResult:
-    """Run NUTS on the SLR posterior (spec section 6) from ``start``.
+    """Run NUTS on the SLR posterior (docs/model.md §6) from ``start``.
 
     Parameters
     ----------

@@ -1,4 +1,4 @@
-"""NUTS on a flat parameter vector with a gradient-based warm-up (spec section 6).
+"""NUTS on a flat parameter vector with a gradient-based warm-up (docs/model.md §6).
 
 The transition is NumPyro's multinomial NUTS (``numpyro.infer.hmc_util.build_tree``, the same
 trajectory builder as ``numpyro.infer.NUTS``); this module supplies what happens around it:

@@ -1,4 +1,4 @@
-"""``bayesslr amp``: GAMP on one task's data (spec section 8, ``docs/amp.md``).
+"""``bayesslr amp``: GAMP on one task's data (docs/amp.md, ``docs/amp.md``).
 
 A one-cell sweep: the flags build a :class:`bayesslr.methods.Cell` of the family ``amp``
 (options, ranges and defaults from its registry schema) and

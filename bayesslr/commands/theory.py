@@ -1,4 +1,4 @@
-"""``bayesslr theory erm|bayes``: the finite-``alpha`` asymptotic theory (spec section 5).
+"""``bayesslr theory erm|bayes``: the finite-``alpha`` asymptotic theory (docs/theory.md).
 
 ``--alpha`` takes a comma list or ``start:stop:num``. Each ``alpha`` is one cell of the
 registered families ``theory_erm:<activation>`` / ``theory_bayes``, and the verb runs those
@@ -38,7 +38,7 @@ from bayesslr.theory.solver import SOLVER_KEYS
 theory_app = typer.Typer(
     name="theory",
     help="Asymptotic theory at finite alpha: ERM replica fixed point and Bayes-optimal state "
-         "evolution (spec section 5).",
+         "evolution (docs/theory.md).",
     no_args_is_help=True,
 )
 

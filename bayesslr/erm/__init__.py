@@ -1,4 +1,4 @@
-"""Regularised empirical risk minimisation for attention predictors (spec sections 2 and 4).
+"""Regularised empirical risk minimisation for attention predictors (docs/estimators.md).
 
 * :mod:`bayesslr.erm.objective`: the objective and the prediction of a parameter dict;
 * :mod:`bayesslr.erm.lbfgs`: one full-batch L-BFGS fit with a gradient-norm convergence test;

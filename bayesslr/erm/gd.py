@@ -1,9 +1,9 @@
-"""Gradient-descent protocol of spec section 4: overlap trajectories of plain GD or Adam.
+"""Gradient-descent protocol of docs/estimators.md: overlap trajectories of plain GD or Adam.
 
 From a small random start ``k, v ~ N(0, init_scale^2 I_D)`` (independent of the teacher), or the
 ERM protocol's informed start near ``(c_nu k*, v*)`` (the activation's scalars at their registry
 defaults), the regularised empirical risk is descended
-with full-batch steps and the overlaps of spec section 3 are recorded every ``record_every``
+with full-batch steps and the overlaps of docs/model.md §3 are recorded every ``record_every``
 steps, together with the training loss, the objective and the test excess error on a fresh test
 set (see :mod:`bayesslr.erm.objective`). The paper's "connection with gradient-based algorithms":
 on the population the symmetric manifold (cross overlaps zero) is invariant, and informed
@@ -152,7 +152,7 @@ def _trajectories(keys: Array, lam: Array, **kw):
 
 def gd_trajectory(task: TaskConfig, activation: str, n_train: int, lam: float, *,
                   seeds: Any = (0,), opts: GDOptions | None = None, **kw: Any) -> xr.Dataset:
-    """Run GD or Adam from a random or informed start and record the overlaps (spec section 4).
+    """Run GD or Adam from a random or informed start and record the overlaps (docs/estimators.md).
 
     Parameters
     ----------

@@ -1,4 +1,4 @@
-"""Full-batch L-BFGS for the regularised attention ERM (spec section 4), batch-native.
+"""Full-batch L-BFGS for the regularised attention ERM (docs/estimators.md), batch-native.
 
 :func:`lbfgs_solve_batch` runs ``G`` independent L-BFGS fits that share one training set (starts,
 restarts, a ``lam`` grid): each member has its own history, line search and stopping test, and
@@ -219,7 +219,7 @@ def lbfgs_solve_batch(act: Activation, params0: Params, data: Data, lam_k: Array
                       weight: Array | None = None, *, max_iter: int = DEFAULT_MAX_ITER,
                       gtol: float = DEFAULT_GTOL, memory: int = DEFAULT_MEMORY,
                       chunk: int | None = None) -> SolverResult:
-    """Minimise ``F = S / N`` for ``G`` independent members sharing ``data`` (spec section 4).
+    """Minimise ``F = S / N`` for ``G`` independent members sharing ``data`` (docs/estimators.md).
 
     Every member runs its own L-BFGS (own history, own line search, own stopping test); only the
     function evaluations are shared, as one pass over the data for all members

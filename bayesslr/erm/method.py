@@ -198,7 +198,7 @@ def _replica_key(tcell: Cell) -> str:
 
 
 def replica_lam(cell: Cell, opts: Mapping[str, Any]) -> dict[str, Any]:
-    """The replica theory's optimal ``lam`` for an ERM cell (spec section 5), with its test error.
+    """The replica theory's optimal ``lam`` for an ERM cell (docs/theory.md), with its test error.
 
     Runs :func:`replica_cell` through the registry (:func:`bayesslr.methods.run_cell`: the
     theory family's own ``lam='optimal'`` search, :func:`bayesslr.theory.lam_opt.optimal_lambda`)
@@ -353,7 +353,7 @@ def _erm_batch(cells: list[Cell], opts_list: list[Mapping[str, Any]]) -> list[di
 
 
 @register("erm", schema=SCHEMA, activations=ERM_ACTIVATIONS, needs=("alpha", "lam", "D"),
-          description="regularised ERM by L-BFGS on the data (spec section 4)",
+          description="regularised ERM by L-BFGS on the data (docs/estimators.md)",
           outputs=ERM_OUTPUTS, cost=_cost, memory=_memory, check=_check,
           plot=PlotStyle(kind="marker", label="{activation} (ERM)", marker="o", filled=False),
           version="3", batch=_erm_batch, batch_key=_batch_key)
@@ -382,7 +382,7 @@ def _gd_cost(cell: Cell, opts: Mapping[str, Any]) -> float:
 
 
 @register("gd", schema=GD_SCHEMA, activations=ERM_ACTIVATIONS, needs=("alpha", "lam", "D"),
-          description="gradient descent / Adam trajectories of the overlaps (spec section 4)",
+          description="gradient descent / Adam trajectories of the overlaps (docs/estimators.md)",
           outputs=common(*OVERLAP_NAMES, "train_loss", "test_error", "runtime_s") + outputs(
               ("objective", "training objective per sample S/N at the last step"),
               Output("step", "optimiser step of each record", "1", None, "step"),

@@ -1,4 +1,5 @@
-"""The regularised empirical risk of attention predictors, overlaps and test errors (spec 2-4).
+"""The regularised empirical risk of attention predictors, overlaps and test errors
+(docs/model.md §2-3, docs/estimators.md).
 
 Conventions fixed here, used by every ERM protocol of :mod:`bayesslr.erm`:
 
@@ -30,7 +31,7 @@ Params = dict[str, Array]
 
 
 def predict(act: Activation, params: Params, X: Array, mask: Array) -> Array:
-    """``f(X) = sigma(chi) . z`` of a parameter dict (spec section 2); ``(n,)``."""
+    """``f(X) = sigma(chi) . z`` of a parameter dict (docs/model.md §2); ``(n,)``."""
     return act_predict(act, X, mask, params["k"], params["v"], params["theta"])
 
 
@@ -105,7 +106,7 @@ def value_and_grad_batch(act: Activation, params: Params, data: Data, lam_k: Arr
                          lam_v: Array, weight: Array | None = None, *,
                          chunk: int | None = None, streams: int | None = None
                          ) -> tuple[Array, Params]:
-    """:func:`objective_batch` and its gradient, reading the data matrix once (spec section 4).
+    """:func:`objective_batch` and its gradient, reading the data matrix once (docs/estimators.md).
 
     The loss is a sum over samples, so the forward pass (fields ``X k`` and ``X v``), the
     residuals and the backward pass (``X^T`` times the fields' cotangents) are done chunk by

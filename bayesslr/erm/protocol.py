@@ -1,4 +1,4 @@
-"""ERM protocols of spec section 4: starts, restarts, batched ``lam`` grids, validation, seeds.
+"""ERM protocols of docs/estimators.md: starts, restarts, batched ``lam`` grids, validation, seeds.
 
 One call of :func:`erm_fit` fits ``seeds`` independent tasks (teacher and data drawn from
 ``jax.random.key(seed)`` exactly as :func:`bayesslr.task.sample_task` draws them, so every method
@@ -472,7 +472,7 @@ def _stack(xs: list[Any]) -> Any:
 
 def erm_fit(task: TaskConfig, activation: str, n_train: int, lam: float | str, *,
             seeds: Any = (0,), opts: ERMOptions | None = None) -> ERMResult:
-    """Regularised ERM by L-BFGS (spec section 4) for several seeds; see the module docstring.
+    """Regularised ERM by L-BFGS (docs/estimators.md) for several seeds; see the module docstring.
 
     Parameters
     ----------
@@ -570,7 +570,7 @@ def erm_fit_grid(task: TaskConfig, activation: str, n_train: int, lams: Any, *,
 def select_lam(task: TaskConfig, activation: str, n_train: int, seeds: Any,
                opts: ERMOptions | None = None, *, timings: dict[str, float] | None = None
                ) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
-    """Choose ``lam`` on a validation split of the *training* data (spec section 4).
+    """Choose ``lam`` on a validation split of the *training* data (docs/estimators.md).
 
     The last ``round(val_frac * n_train)`` training samples are held out, every grid value is
     fitted on the others (one batched computation), and the ``lam`` with the smallest validation

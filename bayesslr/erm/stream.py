@@ -1,5 +1,5 @@
 """The suite's data draw, chunk by chunk: the same numbers as :func:`bayesslr.task.sample_task`
-with a fraction of its memory (spec section 1).
+with a fraction of its memory (docs/model.md §1).
 
 ``sample_task`` draws the tokens ``X ~ N(0, I)`` of shape ``(n, L, D)`` with one call of
 ``jax.random.normal``; on CPU, XLA lowers its Threefry generator as a loop over full-size

@@ -1,11 +1,11 @@
-"""The one error measurement of the inference benchmark (spec sections 1, 5 and 6).
+"""The one error measurement of the inference benchmark (docs/model.md §1, §6, docs/theory.md).
 
 Every algorithm of :mod:`bayesslr.inference` is scored here, the same way:
 
 * the teacher, the training data and a fresh test set come from
   ``sample_task(jax.random.key(seed), task, N, n_test)`` (the data contract of every family);
 * an algorithm that returns posterior draws ``(k_s, v_s)`` predicts with the exact posterior-mean
-  predictor of spec section 6 (one softmax over draws and locations jointly:
+  predictor of docs/model.md §6 (one softmax over draws and locations jointly:
   :func:`bayesslr.bayes.predict.posterior_predict`); an algorithm with a distribution of its own
   (variational inference) predicts with draws of that distribution, the same formula; a point
   estimate (MAP) is the one-draw case;
@@ -58,7 +58,7 @@ class TaskData(NamedTuple):
 
 
 def task_data(task: TaskConfig, seed: int, n_train: int, n_test: int) -> TaskData:
-    """Teacher, ``n_train`` training and ``n_test`` test samples of ``seed`` (spec section 1)."""
+    """Teacher, ``n_train`` training and ``n_test`` test samples of ``seed`` (docs/model.md §1)."""
     key = seed_key(int(seed))
     teacher, train, test = _sample_task(key, task, int(n_train), int(n_test))
     return TaskData(key, teacher, train, test)
@@ -66,7 +66,8 @@ def task_data(task: TaskConfig, seed: int, n_train: int, n_test: int) -> TaskDat
 
 @functools.partial(jax.jit, static_argnames=("task",))
 def per_input_errors(task: TaskConfig, teacher: Teacher, test: Data, y_hat: Array) -> Array:
-    """Per-input excess error ``sum_l P_l (z*_l - y_hat)^2`` (``Delta`` removed, spec 1, 6)."""
+    """Per-input excess error ``sum_l P_l (z*_l - y_hat)^2`` (``Delta``
+    removed, docs/model.md §1, §6)."""
     P, z_s = oracle_terms(task, teacher, test)
     y_hat = jnp.asarray(y_hat, z_s.dtype)
     return jnp.sum(P * (z_s - y_hat[:, None]) ** 2, axis=-1)
@@ -74,7 +75,7 @@ def per_input_errors(task: TaskConfig, teacher: Teacher, test: Data, y_hat: Arra
 
 def predict_draws(spec: ModelSpec, k_draws: np.ndarray, v_draws: np.ndarray, test: Data, *,
                   chunk: int = 128) -> tuple[np.ndarray, np.ndarray]:
-    """Exact and plain posterior-mean predictions of draws ``(S, D)`` (spec section 6)."""
+    """Exact and plain posterior-mean predictions of draws ``(S, D)`` (docs/model.md §6)."""
     pred = posterior_predict(spec, jnp.asarray(k_draws, jnp.float32),
                              jnp.asarray(v_draws, jnp.float32), test.X, test.mask, chunk=chunk)
     return np.asarray(pred.exact, np.float64), np.asarray(pred.plain, np.float64)

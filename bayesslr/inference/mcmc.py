@@ -1,6 +1,6 @@
 """Gradient-budgeted MCMC on the SLR posterior: NUTS, HMC and the explicit-location Gibbs sampler.
 
-All three target the posterior of spec section 6 through the models of
+All three target the posterior of docs/model.md §6 through the models of
 :mod:`bayesslr.bayes.model` (one model definition) and NumPyro's functional HMC/NUTS kernels
 (``numpyro.infer.hmc.hmc``, as :mod:`bayesslr.bayes.sampler` does):
 
@@ -149,7 +149,7 @@ def _explicit(variant: str) -> Callable[..., None]:
 
 def gibbs_potential_fn_gen(variant: str) -> Callable[..., Callable[[dict], Array]]:
     """``(X, y, mask, weights, nu, delta, eps) -> (params -> potential)`` of the enumerated
-    model with the locations ``eps`` given (spec section 6, the un-marginalised form)."""
+    model with the locations ``eps`` given (docs/model.md §6, the un-marginalised form)."""
     model = _explicit(variant)
 
     def gen(X, y, mask, weights, nu, delta, eps):

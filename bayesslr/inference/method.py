@@ -213,7 +213,7 @@ def _cost(cell: Cell, opts: dict[str, Any]) -> float:
 @register(
     "inference", schema=SCHEMA, activations=METHODS, needs=("alpha", "D"),
     description="inference algorithms on the SLR posterior under a gradient budget, scored "
-                "against the Bayes-optimal reference (spec sections 5, 6)",
+                "against the Bayes-optimal reference (docs/theory.md, docs/model.md §6)",
     outputs=OUTPUTS, cost=_cost, memory=_memory, check=_check,
     plot=PlotStyle(kind="marker", label="{activation}", marker="o"), version="1",
     dims=("variant", "L", "nu", "delta", "alpha", "D"))

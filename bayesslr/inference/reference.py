@@ -1,13 +1,13 @@
 """Ground truth of the inference benchmark: the Bayes-optimal test error of each task.
 
-Two sources (spec sections 5 and 6):
+Two sources (docs/theory.md, docs/model.md §6):
 
 * **finite D (D <= 200)**: long NUTS runs on the task itself, posteriordb's practice. Per task
   (setting, ``D``, ``alpha``, seed, ``n_test``) the builder runs ``chains`` chains started at
   the teacher (an exact posterior draw in this planted setting, so these chains are at
   equilibrium from step 0) and as many from independent prior draws, with long warm-up and
   many draws; the reference predictor is the exact posterior-mean predictor of the teacher-start
-  draws (spec section 6) on the task's fresh test set, and its predictions on that test set are
+  draws (docs/model.md §6) on the task's fresh test set, and its predictions on that test set are
   stored, so that an algorithm run on the same seed and ``n_test`` is compared *paired*
   (:func:`bayesslr.inference.evaluate.score`). Checked and stored with it: split R-hat and
   bulk/tail ESS of the teacher-start chains, divergences, the Monte Carlo bias of the
@@ -16,7 +16,7 @@ Two sources (spec sections 5 and 6):
   disagreement with the random-start chains (their error, the paired excess, the predictive
   mean squared difference and the pooled R-hat) -- random starts that stay in a worse mode are
   the benchmark's point, not a failure of the reference;
-* **large D**: the state evolution (``theory_bayes``, spec section 5), the Bayes-optimal error as
+* **large D**: the state evolution (``theory_bayes``, docs/theory.md), the Bayes-optimal error as
   ``D -> inf`` at fixed ``alpha``, with its Monte Carlo standard error. At finite ``D`` it differs
   from a task's own Bayes error by finite-size and teacher-norm fluctuations (compare
   ``excess_over_oracle`` there).
@@ -69,7 +69,7 @@ class RefTask:
 
     Attributes
     ----------
-    variant, L, nu, delta : task setting (spec section 1).
+    variant, L, nu, delta : task setting (docs/model.md §1).
     D : int
     alpha : float
     seed : int
@@ -222,7 +222,7 @@ def build_task(t: RefTask, settings: RefSettings) -> dict[str, Any]:
 
 
 def build_theory(point: tuple[str, str, float, float, float]) -> dict[str, Any]:
-    """The state evolution at one setting and ``alpha`` (both starts; spec section 5)."""
+    """The state evolution at one setting and ``alpha`` (both starts; docs/theory.md)."""
     from bayesslr.theory.bayes import BayesTheoryOptions, compare_branches, solve_bayes
 
     variant, L, nu, delta, alpha = point
@@ -292,9 +292,9 @@ def assemble(work: Path, out: Path) -> Path:
     ds = xr.Dataset(data)
     ds.attrs.update({
         "title": "bayesslr inference benchmark: Bayes-optimal reference errors",
-        "method": "exact posterior-mean predictor (spec section 6) of long NUTS runs started at "
+        "method": "exact posterior-mean predictor (docs/model.md §6) of long NUTS runs started at "
                   "the teacher; random-start chains for the disagreement check; state "
-                  "evolution (spec section 5) per setting and alpha",
+                  "evolution (docs/theory.md) per setting and alpha",
         "settings": json.dumps(meta["settings"]),
         "check_thresholds": json.dumps({"r_hat_max": REF_RHAT_MAX,
                                         "ess_bulk_min": REF_ESS_MIN}),

@@ -4,7 +4,7 @@ Optional: needs the ``blackjax`` extra (``pip install bayesslr[blackjax]``); :fu
 refuses with one line naming the extra when it is missing.
 
 Target ``p_lambda(k, v) ∝ prior(k, v) * likelihood(k, v)^lambda`` with ``lambda`` going from 0
-(the prior, sampled exactly) to 1 (the posterior of spec section 6). Prior and likelihood are
+(the prior, sampled exactly) to 1 (the posterior of docs/model.md §6). Prior and likelihood are
 the marginal NumPyro model's own (:mod:`bayesslr.bayes.model`): the log joint from
 ``numpyro.infer.util.log_density``, the unit-Gaussian prior subtracted. Each step picks the next
 ``lambda`` so that the importance weights keep an effective sample size of
@@ -14,7 +14,7 @@ the marginal NumPyro model's own (:mod:`bayesslr.bayes.model`): the log joint fr
 rate (multiplied by ``exp(acc - 0.65)``) and the diagonal inverse mass matrix is the particles'
 variance (the usual SMC self-tuning). Tempering from the prior is the sampler built for
 multimodal posteriors: at small ``lambda`` the tempered likelihood is that of fewer samples
-(an annealing along ``alpha``, spec section 6), and particles in several modes are weighed by
+(an annealing along ``alpha``, docs/model.md §6), and particles in several modes are weighed by
 their mass.
 
 **Budget.** One tempering step costs ``particles * (2 + mcmc_steps * integration_steps)``

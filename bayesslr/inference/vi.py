@@ -1,4 +1,4 @@
-"""Variational inference and MAP on the SLR posterior with NumPyro's SVI (spec section 6).
+"""Variational inference and MAP on the SLR posterior with NumPyro's SVI (docs/model.md §6).
 
 The target is the marginal model of :mod:`bayesslr.bayes.model` (location summed out), the
 same density as the samplers'. Guides (NumPyro autoguides):
@@ -16,10 +16,10 @@ cosine decay of the learning rate from ``lr`` to ``lr / 100`` over those steps (
 
 **Prediction.** A distribution predicts with its own predictive mean: ``predict_draws`` draws
 of the fitted guide fed to the exact posterior-mean predictor (one softmax over draws and
-locations jointly, spec section 6); MAP is the one-draw case, i.e. softmax attention at the MAP
+locations jointly, docs/model.md §6); MAP is the one-draw case, i.e. softmax attention at the MAP
 ``(k, v)`` with the test tokens' evidence on ``k``.
 
-**MAP is not ERM** (spec section 4): ERM minimises ``1/2 sum (y - f(X))^2 + lam/2 |k,v|^2`` for
+**MAP is not ERM** (docs/estimators.md): ERM minimises ``1/2 sum (y - f(X))^2 + lam/2 |k,v|^2`` for
 the attention predictor ``f = softmax(chi) . z``; MAP maximises
 ``sum_i log (1/L) sum_l exp(a_l(k)) N(y_i; z_l, Delta) - |k|^2/2 - |v|^2/2``, the likelihood of
 a mixture over locations with the known noise ``Delta`` and the token evidence ``a_l(k)``, with

@@ -1,6 +1,6 @@
 """What the data says about the paper's claims: one :class:`Verdict` per claim.
 
-The claims are those of spec sections 3-7 (population orderings, the finite-sample curves, the
+The claims are those of docs/paper.md (population orderings, the finite-sample curves, the
 connection with gradient methods, the sampler's reliability). Each function takes the results of
 a sweep and returns verdicts computed from the tables of :mod:`bayesslr.report.tables` (the
 same reductions as the figures: seed mean, one standard error, ``lam`` tuned per ``alpha``).
@@ -190,7 +190,7 @@ def _law_support(label: str) -> list[str]:
 
 
 # --------------------------------------------------------------------------------------------
-# population (spec section 3)
+# population (docs/model.md §3)
 # --------------------------------------------------------------------------------------------
 POPULATION_CLAIMS = (
     "softmax attention reaches the Bayes risk at its best finite overlaps (population, L >= 2)",
@@ -204,7 +204,7 @@ POPULATION_CLAIMS = (
 
 
 def population_claims(results: Results) -> list[Verdict]:
-    """The population orderings of spec section 3: softmax reaches the Bayes risk, linear does
+    """The population orderings of docs/model.md §3: softmax reaches the Bayes risk, linear does
     not; on max-SLR with ``nu = inf`` linear's excess risk grows with ``L``; erf (no
     normalisation) loses from variable lengths; softplus-normalised (no exponential growth)
     has a gap to the Bayes risk that grows with ``L``."""
@@ -335,7 +335,7 @@ def population_claims(results: Results) -> list[Verdict]:
 
 
 # --------------------------------------------------------------------------------------------
-# finite sample (spec sections 4-6)
+# finite sample (docs/estimators.md, docs/theory.md, docs/model.md §6)
 # --------------------------------------------------------------------------------------------
 def size_order(size: str) -> float:
     """Sort key of a table's ``size`` text (``inf`` for the theories)."""
@@ -352,7 +352,7 @@ def _largest(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def finite_sample_claims(results: Results) -> list[Verdict]:
-    """The finite-sample claims (spec sections 4-7): the ordering Bayes < softmax < linear at
+    """The finite-sample claims (docs/paper.md): the ordering Bayes < softmax < linear at
     every ``alpha`` (theory curves, and finite-``D`` estimators), ERM approaching the replica
     prediction as ``D`` grows, NUTS reaching the state evolution's Bayes-optimal error, and the
     Bayes-optimal error decreasing towards the Bayes risk."""
@@ -453,7 +453,7 @@ def finite_sample_claims(results: Results) -> list[Verdict]:
 
 
 # --------------------------------------------------------------------------------------------
-# gradient dynamics (spec sections 4 and 7)
+# gradient dynamics (docs/estimators.md, docs/paper.md)
 # --------------------------------------------------------------------------------------------
 def dynamics_claims(results: Results) -> list[Verdict]:
     """Gradient-descent trajectories (family ``gd``) against the ERM fixed point: from the
@@ -530,7 +530,7 @@ def dynamics_claims(results: Results) -> list[Verdict]:
 
 
 # --------------------------------------------------------------------------------------------
-# sampler health (spec section 6)
+# sampler health (docs/model.md §6)
 # --------------------------------------------------------------------------------------------
 SAMPLER_CLAIMS = (
     f"teacher-started NUTS chains pass the convergence checks (R-hat <= {RHAT_MAX}, bulk and "
@@ -543,7 +543,7 @@ SAMPLER_CLAIMS = (
 
 
 def sampler_claims(results: Results) -> list[Verdict]:
-    """The sampler's reliability (spec section 6): teacher-started chains pass the convergence
+    """The sampler's reliability (docs/model.md §6): teacher-started chains pass the convergence
     checks; the posterior mean satisfies the Nishimori identity ``m = q``; random and
     annealed starts reach the teacher-started posterior; where random starts are trapped,
     the state evolution has its hard phase (trapping by computational hardness) or not

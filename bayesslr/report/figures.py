@@ -12,7 +12,7 @@ without a change here.
 Reductions, stated once: seeds are averaged (error bars: standard error over seeds, or the
 method's own ``stderr`` when there is one seed); ``lam`` is tuned per ``alpha`` by taking, for
 each method, the value with the lowest seed-averaged test error (the paper's grid search,
-spec section 4); finite-size estimators are drawn at every size (``D`` or ``sqrtND``) they
+docs/estimators.md); finite-size estimators are drawn at every size (``D`` or ``sqrtND``) they
 were run at, so the reader sees how the gap to the ``D -> inf`` theory closes; elsewhere a
 method shows its largest size. Error bars are one standard error.
 """
@@ -277,7 +277,7 @@ def _xjitter(x: np.ndarray, i: int, n: int) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------------------------
-# population risk (spec section 3; the paper's population figure, spec section 7)
+# population risk (docs/model.md §3; the paper's population figure, docs/paper.md)
 # --------------------------------------------------------------------------------------------
 def _collapse(mean: xr.DataArray, sem: xr.DataArray, keep: str
               ) -> tuple[xr.DataArray, xr.DataArray]:
@@ -612,7 +612,7 @@ def error_vs_alpha(results: Results) -> Figure:
 
 
 # --------------------------------------------------------------------------------------------
-# gradient dynamics (spec section 4 and 7: the connection with gradient-based algorithms)
+# gradient dynamics (docs/estimators.md, docs/paper.md: the link with gradient-based algorithms)
 # --------------------------------------------------------------------------------------------
 TRAJECTORY_PANELS = (("m_k", "m_k = k\u00b7k*/D"), ("q_k", "q_k = |k|\u00b2/D"),
                      ("m_v", "m_v = v\u00b7v*/D"), ("q_v", "q_v = |v|\u00b2/D"),
@@ -738,7 +738,7 @@ def gd_trajectories(results: Results) -> Figure:
     replica prediction (dotted line, band one s.e.) and L-BFGS ERM on data of the same size
     (dash-dot, seed mean). The cross-overlap panel shows the largest of ``|k.v*|``,
     ``|v.k*|``, ``|k.v|`` in units of its finite-``D`` noise level (dashed at 4): the
-    symmetric manifold is invariant under GD on the population (spec section 7)."""
+    symmetric manifold is invariant under GD on the population (docs/paper.md)."""
     runs = trajectory_runs(results)
     if not runs:
         raise NothingToPlot("no trajectory family (gd) in the results")
@@ -799,7 +799,7 @@ def gd_trajectories(results: Results) -> Figure:
 
 
 # --------------------------------------------------------------------------------------------
-# sampler health (spec section 6)
+# sampler health (docs/model.md §6)
 # --------------------------------------------------------------------------------------------
 def sampler_starts_of(ds: xr.Dataset) -> list[str]:
     """The start strategies a ``bayes_sampling`` group reports: the first one (the cell's

@@ -1,4 +1,4 @@
-"""Figures and tables of the inference benchmark (issue 13; spec sections 5 and 6).
+"""Figures and tables of the inference benchmark (issue 13; docs/theory.md, docs/model.md §6).
 
 Everything starts from a *tidy table* (:func:`tidy`): one row per cell of the ``inference``
 family (and of the other families set on the same leaderboard, :data:`LEADERBOARD_FAMILIES`),
@@ -166,7 +166,7 @@ def _finite(x: Any) -> bool:
 
 def best_lam(df: pd.DataFrame) -> pd.DataFrame:
     """ERM rows: keep, per method and setting, the ``lam`` with the lowest seed-mean error (the
-    paper's grid search, spec section 4)."""
+    paper's grid search, docs/estimators.md)."""
     is_erm = df["algorithm"].astype(str).str.startswith("erm")
     erm = df[is_erm].copy()
     if erm.empty or "lam" not in erm:

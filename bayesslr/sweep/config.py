@@ -10,7 +10,7 @@ TOML layout (every grid key takes one value or a list; ``[defaults]`` fill what 
     description = "one line"
 
     [defaults]
-    variant = "spiked"     # "spiked" | "max"                               (spec section 1)
+    variant = "spiked"     # "spiked" | "max"                               (docs/model.md §1)
     L = 3                  # fixed length, or a length law "1,2,3" / "1:0.5,3:0.5"
     nu = 2.0               # real >= 0, or "inf" (max variant only)
     delta = 0.01           # label-noise variance, >= 0

@@ -1,4 +1,4 @@
-"""Asymptotic theory at finite ``alpha`` (spec section 5).
+"""Asymptotic theory at finite ``alpha`` (docs/theory.md).
 
 * :mod:`~bayesslr.theory.solver`: damped fixed-point iteration (NaN + flag on failure, never an
   exception in a sweep), watchdog, continuation in ``alpha``;

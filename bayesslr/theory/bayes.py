@@ -1,4 +1,4 @@
-"""Bayes-optimal state evolution at finite ``alpha`` and its free entropy (spec section 5).
+"""Bayes-optimal state evolution at finite ``alpha`` and its free entropy (docs/theory.md).
 
 Nishimori conditions (``q_a = m_a``, ``V_a = 1 - m_a``) and the Gaussian prior leave two order
 parameters ``m_k, m_v``:
@@ -473,7 +473,7 @@ def gumbel_log_c(nu: float, w: Array, V: Array, mask: Array, rule: GumbelRule) -
 
 
 def _log_zout(st: _Channel, w_k, w_v, V_k, V_v, y, mask, length, quad) -> Array:
-    """Rows of ``log Z_out(y, w, V)`` (spec section 5)."""
+    """Rows of ``log Z_out(y, w, V)`` (docs/theory.md)."""
     var = st.delta + V_v
     lc = log_c(st, w_k, V_k, mask, length, quad)
     lg = -0.5 * (y[:, None] - w_v) ** 2 / var - 0.5 * jnp.log(2.0 * jnp.pi * var)
@@ -495,7 +495,7 @@ def output_channel(task: TaskConfig, options: BayesTheoryOptions | None = None
 
 def log_zout(st: _Channel, w_k: Array, w_v: Array, V_k: Array, V_v: Array, y: Array,
              mask: Array, length: Array, quad) -> Array:
-    """Rows ``(n,)`` of ``log Z_out(y, w, V)`` (spec section 5; module docstring), with
+    """Rows ``(n,)`` of ``log Z_out(y, w, V)`` (docs/theory.md; module docstring), with
     ``w_k, w_v`` of shape ``(n, L_max)`` and scalar variances ``V_k, V_v``."""
     return _log_zout(st, w_k, w_v, V_k, V_v, y, mask, length, quad)
 
@@ -508,7 +508,7 @@ def _fields(ch: ChannelSamples, m_k, m_v):
 
 @partial(jax.jit, static_argnums=0)
 def se_moments(st: _Channel, ch: ChannelSamples, m_k, m_v, quad) -> dict[str, Array]:
-    """``E|g_k|^2``, ``E|g_v|^2`` and ``E log Z_out`` at ``(m_k, m_v)`` (spec section 5)."""
+    """``E|g_k|^2``, ``E|g_v|^2`` and ``E log Z_out`` at ``(m_k, m_v)`` (docs/theory.md)."""
     w_k, w_v = _fields(ch, m_k, m_v)
     V_k, V_v = 1.0 - m_k, 1.0 - m_v
 
@@ -607,7 +607,7 @@ def _channel_stderr(update, x: np.ndarray, mom: dict[str, Any], alpha: float, hi
 
 def solve_bayes(task: TaskConfig, alpha: Any, options: BayesTheoryOptions | None = None, *,
                 start: str = "uninformed", x0: np.ndarray | None = None) -> BayesTheoryResult:
-    """Solve the Bayes-optimal state evolution at one ``alpha`` (spec section 5).
+    """Solve the Bayes-optimal state evolution at one ``alpha`` (docs/theory.md).
 
     Parameters
     ----------
@@ -734,7 +734,7 @@ def state_evolution_trajectory(task: TaskConfig, alpha: Any, start: str = "uninf
                                options: BayesTheoryOptions | None = None, *,
                                x0: Sequence[float] | None = None,
                                test_error: bool = False) -> BayesTrajectory:
-    """The undamped state-evolution iterates ``m^{t+1} = mh(m^t) / (1 + mh(m^t))`` (spec 5).
+    """The undamped state-evolution iterates ``m^{t+1} = mh(m^t) / (1 + mh(m^t))`` (docs/theory.md).
 
     This is the iteration that GAMP's overlaps follow, one GAMP iteration per step
     (:mod:`bayesslr.amp`), from the same start: ``start`` names the point of

@@ -1,4 +1,4 @@
-"""The ERM proximal step on the teacher channel (spec section 5, channel part).
+"""The ERM proximal step on the teacher channel (docs/theory.md, channel part).
 
 The channel samples are the population-level ones of :mod:`bayesslr.channel` (common random
 numbers fixed by a seed: every iteration of a fixed point, every ``alpha`` and every ``lam``
@@ -30,7 +30,7 @@ from bayesslr.jaxconfig import Array
 
 
 class ProxMoments(NamedTuple):
-    """Sample means of the proximal step (spec section 5), the inputs of the conjugates.
+    """Sample means of the proximal step (docs/theory.md), the inputs of the conjugates.
 
     Attributes
     ----------
@@ -255,7 +255,7 @@ def _distinct_lowest(chis: Array, vals: Array, first: Array, k: int) -> Array:
 def prox_step(act: Activation, ch: ChannelSamples, m_k, q_k, V_k, m_v, q_v, V_v, theta,
               starts: Array, *, n_explore: int = 6, n_refine: int = 10, n_best: int = 2,
               n_keep: int = 2, hessian: bool = True) -> ProxResult:
-    """Sample means of the proximal step at order parameters ``(m, q, V)_{k, v}`` (spec 5).
+    """Sample means of the proximal step at order parameters ``(m, q, V)_{k, v}`` (docs/theory.md).
 
     The global minimum of the reduced ``chi`` problem is searched from the starts
     ``w_k + starts`` (``starts``: ``(S, L)`` offsets shared by every sample, e.g.
@@ -347,7 +347,7 @@ def prox_channel(act: Activation, ch: ChannelSamples, m_k, q_k, V_k, m_v, q_v, V
 
 def _moments(act, theta, ch, phi, chi, w_k, w_v, s_k, s_v, V_k, V_v, off_branch,
              hessian: bool = True) -> ProxMoments:
-    """The sample means of spec section 5 at the proximal points ``chi`` (``(n, L)``);
+    """The sample means of docs/theory.md at the proximal points ``chi`` (``(n, L)``);
     without ``hessian`` the Hessian-form terms (``tr_k``, ``tr_v``, the gap errors and their
     covariance entries) are NaN."""
     n, L = chi.shape

@@ -1,4 +1,4 @@
-"""Replica-symmetric fixed point of ridge-regularised attention ERM (spec section 5).
+"""Replica-symmetric fixed point of ridge-regularised attention ERM (docs/theory.md).
 
 Six order parameters ``x = (m_k, q_k, V_k, m_v, q_v, V_v)`` and their conjugates
 ``(mh_a, qh_a, Vh_a)``, ``a in {k, v}``:
@@ -363,7 +363,7 @@ EXACT_CACHE_SIZE = 64
 
 
 class ChannelMap:
-    """The fixed-point map ``F(x) -> (x_new, aux)`` of spec section 5 (ERM), in two forms.
+    """The fixed-point map ``F(x) -> (x_new, aux)`` of docs/theory.md (ERM), in two forms.
 
     * ``exact`` (also ``__call__``): the proximal step from the ``2 L + 1`` cold starts of
       every sample (:func:`bayesslr.theory.channel.cold_starts`), ``n_explore`` + ``n_refine``
@@ -480,7 +480,7 @@ class ChannelMap:
 
 def make_update(task: TaskConfig, act: Activation, alpha: float, lam_k: float, lam_v: float,
                 options: ErmTheoryOptions) -> ChannelMap:
-    """The fixed-point map of spec section 5 (ERM) at one ``(alpha, lam_k, lam_v)``
+    """The fixed-point map of docs/theory.md (ERM) at one ``(alpha, lam_k, lam_v)``
     (:class:`ChannelMap`; calling it is the exact map)."""
     return ChannelMap(task, act, alpha, lam_k, lam_v, options)
 
@@ -529,7 +529,7 @@ def channel_error(F: ChannelMap, x: np.ndarray, aux0: Mapping[str, Any], *,
 def solve_erm(task: TaskConfig, activation: str, alpha: Any, lam_k: Any, lam_v: Any = None,
               options: ErmTheoryOptions | None = None, *, start: str = "informed",
               x0: np.ndarray | None = None) -> ErmTheoryResult:
-    """Solve the ERM replica fixed point at one ``(alpha, lam_k, lam_v)`` (spec section 5).
+    """Solve the ERM replica fixed point at one ``(alpha, lam_k, lam_v)`` (docs/theory.md).
 
     Parameters
     ----------

@@ -274,7 +274,7 @@ def _on_path(alpha: float, path: list[float]) -> float:
 
 
 @register("theory_erm", schema=ERM_SCHEMA, activations=ERM_ACTIVATIONS, needs=("alpha", "lam"),
-          description="replica-symmetric ERM fixed point at finite alpha (spec section 5)",
+          description="replica-symmetric ERM fixed point at finite alpha (docs/theory.md)",
           outputs=common("test_error", "stderr", "stderr_test", "stderr_channel", "risk",
                          "m_k", "q_k", "m_v", "q_v", "lam", "converged", "reason",
                          "iterations", "runtime_s") + outputs(
@@ -354,7 +354,7 @@ def _bayes_batch(cells: list[Cell], opts_list: list[Mapping[str, Any]]) -> list[
 
 
 @register("theory_bayes", schema=BAYES_SCHEMA, needs=("alpha",),
-          description="Bayes-optimal state evolution at finite alpha, both starts (spec 5)",
+          description="Bayes-optimal state evolution at finite alpha, both starts (docs/theory.md)",
           outputs=common("test_error", "stderr", "stderr_test", "stderr_channel", "risk",
                          "m_k", "q_k", "m_v", "q_v", "nishimori_gap", "converged", "reason",
                          "iterations", "runtime_s") + outputs(

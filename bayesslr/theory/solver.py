@@ -1,4 +1,4 @@
-"""Damped fixed-point iteration and continuation in ``alpha`` (spec section 5).
+"""Damped fixed-point iteration and continuation in ``alpha`` (docs/theory.md).
 
 Shared by the ERM replica equations and the Bayes-optimal state evolution. The contract a sweep
 relies on:
@@ -23,7 +23,7 @@ relies on:
   mixing is a quasi-Newton method: it can also land on a fixed point that plain iteration
   would leave (an unstable one), so state evolution, whose plain iteration *is* the algorithm
   being described, keeps ``accel="none"``;
-* every update call runs under a watchdog (a daemon thread with a time limit; spec section 5
+* every update call runs under a watchdog (a daemon thread with a time limit; docs/theory.md
   notes that a jitted multi-start proximal solver once hung on CPU), and the whole solve under a
   wall-clock budget.
 
