@@ -18,7 +18,8 @@ The public API, one name per task (each documented with a runnable example):
 * scoring any predictor on fresh test data: :func:`test_errors`;
 * theory curves over ``alpha`` as xarray: :func:`replica_curve` (ERM),
   :func:`state_evolution` (Bayes-optimal);
-* sweeps: :func:`run` (a preset, a TOML file or a dict), :func:`load` (a results directory);
+* sweeps: :func:`run` (a preset, a TOML file or a dict), :func:`load` (a results directory),
+  :func:`load_reference` (the shipped reference results of the paper's settings);
   single cells: :func:`run_cell` with :class:`Cell`; every family's options and outputs:
   :func:`families`;
 * JAX set-up, explicit: :func:`configure_jax` (the ``bayesslr`` command calls it; importing
@@ -61,6 +62,7 @@ _API: dict[str, str] = {
     "state_evolution": "bayesslr.theory.curves",
     "run": "bayesslr.sweep.api",
     "load": "bayesslr.sweep.api",
+    "load_reference": "bayesslr.reference",
     "run_cell": "bayesslr.methods",
     "Cell": "bayesslr.methods",
     "families": "bayesslr.methods",

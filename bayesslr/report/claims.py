@@ -551,9 +551,10 @@ def sampler_claims(results: Results) -> list[Verdict]:
 
     The Nishimori check: for the posterior mean ``k_hat``, ``m - q = k_hat.(k* - k_hat)/D``
     and, by the Nishimori identity, ``k*`` is a posterior draw: ``m - q`` has mean 0 and,
-    with a posterior covariance close to ``(1 - m) I`` (the state evolution's variance), a
-    standard deviation ``sqrt(q (1 - m) / D)``; a posterior mean from ``ESS`` effective draws
-    raises ``q`` by ``(1 - m) / ESS`` on average, which is subtracted first.
+    with a posterior covariance close to ``(rho - m) I`` (``rho = |k*|^2 / D``, which is
+    ``1 +- sqrt(2 / D)``; bounded above by ``1 + 2 sqrt(2 / D)``), a standard deviation
+    ``sqrt(q (rho - m) / D)``; a posterior mean from ``ESS`` effective draws raises ``q`` by
+    ``(rho - m) / ESS`` on average, which is subtracted first.
     """
     t = sampler_table(results)
     out = []
@@ -590,8 +591,12 @@ def sampler_claims(results: Results) -> list[Verdict]:
             m, q = float(r[f"m_{a}"]), float(r[f"q_{a}"])
             if not (math.isfinite(m) and math.isfinite(q) and math.isfinite(D)):
                 continue
-            sd = math.sqrt(max(q, 0.0) * max(1.0 - m, 0.0) / D)
-            bias = max(1.0 - m, 0.0) / r.ess_bulk_min if r.ess_bulk_min > 0 else 0.0
+            # posterior variance per coordinate rho - m, with the teacher's norm rho = |k*|^2/D
+            # unknown here: 1 +- sqrt(2 / D), bounded above at two of its standard deviations
+            # (with rho = 1 a teacher of norm above 1 gives m > 1 and a zero variance)
+            var = max(1.0 - m + 2.0 * math.sqrt(2.0 / D), 0.0)
+            sd = math.sqrt(max(q, 0.0) * var / D)
+            bias = var / r.ess_bulk_min if r.ess_bulk_min > 0 else 0.0
             gap = m - q + bias
             sts.append(HOLDS if abs(gap) <= Z * sd else FAILS)
             parts.append(f"m_{a} - q_{a} = {m - q:+.3g} (expected {-bias:+.2g} \u00b1 {sd:.2g})")
