@@ -302,6 +302,10 @@ def test_decision_rule():
     assert C.equal(1.0, 0.1, 1.2, 0.1) == C.HOLDS
     assert C.equal(1.0, 0.1, 1.5, 0.1) == C.FAILS
     assert C.equal(1.0, math.nan, 1.5, math.nan) == C.UNDECIDED
+    # a risk that cannot lie below the Bayes risk: only an excess above it counts against
+    assert C.not_above(0.40, 0.001, 0.4024, 0.0003) == C.HOLDS   # 2.3 se below: noise
+    assert C.not_above(0.4024, 0.001, 0.40, 0.0003) == C.FAILS   # 2.3 se above
+    assert C.not_above(0.401, 0.001, 0.40, 0.0003) == C.HOLDS    # 0.96 se above
     assert C.combine([C.HOLDS, C.UNDECIDED]) == C.UNDECIDED
     assert C.combine([C.HOLDS, C.FAILS, C.UNDECIDED]) == C.FAILS
     assert C.combine([]) == C.UNDECIDED
