@@ -27,38 +27,18 @@ import argparse
 import json
 import math
 import os
-import time
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
-from bayesslr.activations import get_activation
-from bayesslr.erm.objective import value_and_grad_batch
-from bayesslr.erm.protocol import ERMOptions, _draw_train, _seed_keys, fit_seeds
+from bayesslr.erm.protocol import ERMOptions, fit_seeds
 from bayesslr.task import make_task
+from bench_erm_lam_grid import eval_times  # the same timing of one shared evaluation
 
 
 def eval_ratios(task, activation, n, sizes, repeats=5):
-    """``t_G / t_1`` of one shared evaluation per batch size ``G``."""
-    act = get_activation(activation)
-    opts = ERMOptions()
-    flags = (jnp.asarray(True), jnp.asarray(opts.init_noise), jnp.asarray(opts.init_scale))
-    _, data, (k0, v0) = _draw_train(_seed_keys(np.array([0]))[0], *flags, task=task,
-                                    n_train=n, restarts=1)
-    f = jax.jit(value_and_grad_batch, static_argnames=("act",))
-    out = {}
-    for G in sorted(set(sizes) | {1}):
-        p = {"k": jnp.tile(k0, (G, 1)), "v": jnp.tile(v0, (G, 1)),
-             "theta": jnp.zeros((G, act.n_params))}
-        lam = jnp.full((G,), 0.1)
-        jax.block_until_ready(f(act, p, data, lam, lam))
-        ts = []
-        for _ in range(repeats):
-            t = time.perf_counter()
-            jax.block_until_ready(f(act, p, data, lam, lam))
-            ts.append(time.perf_counter() - t)
-        out[G] = min(ts)
+    """``t_G / t_1`` of one shared evaluation per batch size ``G`` (timed by
+    ``bench_erm_lam_grid.eval_times``), and ``t_1``."""
+    out = eval_times(task, activation, n, set(sizes) | {1}, repeats=repeats)
     return {G: t / out[1] for G, t in out.items()}, out[1]
 
 
