@@ -16,6 +16,7 @@ from pathlib import Path
 
 import xarray as xr
 
+from bayesslr.reference import load_reference
 from bayesslr.report.claims import CLAIMS, Verdict, all_verdicts
 from bayesslr.report.figures import FIGURES, THEMES, NothingToPlot
 from bayesslr.task import ConfigError
@@ -38,13 +39,6 @@ def load_results(path: str | Path) -> xr.DataTree:
             return tree.load()
     except (OSError, ValueError) as exc:
         raise ConfigError(f"results={str(f)!r} cannot be read ({exc})") from None
-
-
-def load_reference() -> xr.DataTree:
-    """The suite's shipped reference results (:mod:`bayesslr.reference`)."""
-    from bayesslr.reference import load_reference as load
-
-    return load()
 
 
 def default_out(results: str | Path) -> Path:
