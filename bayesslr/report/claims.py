@@ -51,8 +51,9 @@ from bayesslr.report.tables import finite_sample_table, population_table, sample
 Z = 2.0
 HOLDS, FAILS, UNDECIDED = "holds", "does not hold", "not enough data"
 STATUSES = (HOLDS, FAILS, UNDECIDED)
-# lam labels of a tuned penalty (ERM: chosen on a validation split; replica: its optimum)
-TUNED_LAMS = frozenset({"validation", "optimal", "auto"})
+# lam labels of a tuned penalty (ERM: chosen on a validation split, or the replica theory's
+# optimum, lam = "replica"; replica: its optimum)
+TUNED_LAMS = frozenset({"validation", "replica", "optimal", "auto"})
 # cross overlaps: largest z-score along a trajectory allowed for "stays at the noise level"
 # (P(|N(0,1)| > 4) = 6e-5 per value; 3 overlaps x ~100 correlated records: < 2% false alarms)
 CROSS_Z = 4.0
@@ -474,6 +475,14 @@ def dynamics_claims(results: Results) -> list[Verdict]:
     GD ends where L-BFGS ends on the same data, and the cross overlaps stay at their
     finite-``D`` noise level (the symmetric manifold is invariant).
 
+    The invariance is judged along the whole trajectory from the informed start, which begins
+    on the manifold up to finite-``D`` noise. A small random start is off it by the same noise,
+    and the z-score divides by ``sqrt(q_k / D)``, which is tiny while ``k`` grows from it: there
+    the cross overlaps pass through a transient (measured on the quick preset: ``k`` aligns with
+    ``v*`` to cosine ~0.4 while ``q_k`` is 0.004, z ~ 10 at step 10, then back to z = 2.3 at
+    the end, the same as the informed run's end). So random starts are judged at the end only,
+    as a separate claim, with the transient's peak listed.
+
     "Ends where L-BFGS ends" is judged on the scale of the finite-``D`` scatter: the
     seed-to-seed standard deviation of L-BFGS ERM at the same size (with the t quantile of its
     degrees of freedom). Both optimisers minimise the same objective on the same data, so a
@@ -485,7 +494,7 @@ def dynamics_claims(results: Results) -> list[Verdict]:
     runs = trajectory_runs(results)
     out = []
     per_init: dict[str, list[tuple[str, str]]] = {"informed": [], "random": []}
-    cross = []
+    cross, cross_random = [], []
     for r in runs:
         fp = fixed_points(results, r)
         act = str(r["method"]).partition(":")[2]
@@ -496,12 +505,19 @@ def dynamics_claims(results: Results) -> list[Verdict]:
                  f"\u03bb={setting.get('lam')} D={setting.get('D')} seed {r['seed']}")
         D = float(setting.get("D", math.nan))
         z = cross_zscore(r, D)
+        init = str(r["init"])
         if np.isfinite(z).any():
             i = int(np.nanargmax(z))
-            cross.append((HOLDS if z[i] <= CROSS_Z else FAILS,
-                          f"{where}, {r['init']} start: largest z {z[i]:.2g} at step "
-                          f"{r['step'][i]:g}, {z[-1]:.2g} at the end"))
-        init = str(r["init"])
+            if init == "random":  # judged at the end; the transient is listed
+                ok = np.isfinite(z[-1]) and z[-1] <= CROSS_Z
+                cross_random.append((HOLDS if ok else FAILS,
+                                     f"{where}: {z[-1]:.2g} at the end; largest z {z[i]:.2g} "
+                                     f"at step {r['step'][i]:g} (q_k there "
+                                     f"{float(np.asarray(r['q_k'], float)[i]):.2g})"))
+            else:
+                cross.append((HOLDS if z[i] <= CROSS_Z else FAILS,
+                              f"{where}, {init} start: largest z {z[i]:.2g} at step "
+                              f"{r['step'][i]:g}, {z[-1]:.2g} at the end"))
         lb, same, rep = fp.get("lbfgs", {}), fp.get("lbfgs_seed", {}), fp.get("replica", {})
         if not same or lb.get("n", 0) < 2:
             per_init.setdefault(init, []).append(
@@ -537,8 +553,13 @@ def dynamics_claims(results: Results) -> list[Verdict]:
                         "needs gd:<act> with init=random and erm:<act> at the same alpha, lam, "
                         "D and seed"))
     out.append(_verdict(f"the cross overlaps k\u00b7v*, v\u00b7k*, k\u00b7v stay at their "
-                        f"finite-D noise level along GD (z-score <= {CROSS_Z:g}): the symmetric "
-                        "manifold is invariant", cross, "needs a gd trajectory"))
+                        f"finite-D noise level along GD from the informed start (z-score <= "
+                        f"{CROSS_Z:g}): the symmetric manifold is invariant", cross,
+                        "needs a gd trajectory with init=informed"))
+    out.append(_verdict(f"from a random start, GD's cross overlaps end at their finite-D noise "
+                        f"level (z-score <= {CROSS_Z:g} at the end; the start is off the "
+                        "manifold, so only the end is judged; not shown in the paper)",
+                        cross_random, "needs a gd trajectory with init=random"))
     return out
 
 
