@@ -219,6 +219,7 @@ def test_cli_json_contract_with_both_starts(cli_both):
                 "log_lik_gap", "stderr", "excess_over_oracle", "test_error_plain"):
         assert key in res, key
     assert res["init"] == "teacher" and res["chain_method_used"] == "vectorized"
+    assert res["adapt_used"] == "grad,stan"  # adapt="auto": grad from the teacher only
     assert res["N"] == 160 and res["n_test"] == 4000 and res["tempered"] is False
     assert res["test_error"] >= res["oracle_error"] > 0 and res["disagreement"] >= 0
     assert res["r_hat_max"] < 1.05

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from bayesslr.bayes import arviz_adapter
-from bayesslr.bayes.sampler import SamplerOptions
+from bayesslr.bayes.sampler import SamplerOptions, resolve_adapt
 from bayesslr.bayes.warmup import LATE_SWITCH, run, schedule
 from bayesslr.task import ConfigError
 
@@ -79,3 +79,13 @@ def test_dense_mass_needs_the_stan_warmup():
         SamplerOptions(mass="dense")
     with pytest.raises(ConfigError, match="adapt="):
         SamplerOptions(adapt="nutpie")
+
+
+def test_auto_warmup_follows_the_start():
+    """``adapt="auto"``: the gradient-based warm-up from the teacher (at equilibrium from step
+    0), Stan's windowed one from every other start; an explicit choice is kept."""
+    assert SamplerOptions().adapt == "auto"
+    assert [resolve_adapt("auto", i) for i in ("teacher", "random", "anneal", "custom")] == [
+        "grad", "stan", "stan", "stan"]
+    assert resolve_adapt("grad", "random") == "grad"
+    assert resolve_adapt("stan", "teacher") == "stan"

@@ -151,7 +151,7 @@ def run_start(key: jax.Array, init: str, spec: ModelSpec, teacher: Teacher, data
               ("r_hat_max_pooled", "split R-hat over all chains of all starts")),
           cost=_cost, memory=_memory, check=_check,
           plot=PlotStyle(kind="marker", label="Bayes (NUTS)", marker="s", color="k"),
-          version="3")  # 3: gradient-based warm-up by default (adapt="grad")
+          version="4")  # 4: adapt="auto" (grad from the teacher, stan from other starts)
 def bayes_sampling_cell(cell: Cell, opts: Mapping[str, Any]) -> dict[str, Any]:
     """Registered method ``bayes_sampling``: posterior-mean (Bayes-optimal) test error by NUTS.
 
@@ -196,6 +196,7 @@ def bayes_sampling_cell(cell: Cell, opts: Mapping[str, Any]) -> dict[str, Any]:
         of the posterior means, ``nishimori_gap``, ``r_hat_max``, ``ess_bulk_min``,
         ``ess_tail_min``, ``ess_per_grad``, ``divergences``, ``grad_evals``, ``converged``,
         ``reason``, ``runtime_s`` and provenance (``init``, ``chain_method_used``,
+        ``adapt_used``: the warm-up of each start, ``adapt = "auto"`` resolved,
         ``nu_model``, ``delta_model``, ...).
     """
     t0 = time.perf_counter()
@@ -235,6 +236,7 @@ def bayes_sampling_cell(cell: Cell, opts: Mapping[str, Any]) -> dict[str, Any]:
     out.update({
         "init": main_init, "inits": ",".join(opts["init"]),
         "chain_method_used": res.chain_method, "chains": sampler.chains,
+        "adapt_used": ",".join(r.options.adapt for r in runs.values()),
         "warmup": sampler.warmup, "draws": sampler.draws, "x64": sampler.x64,
         "N": N, "n_test": opts["n_test"], "model": sampler.model,
         "predictor": "exact joint softmax over draws and locations",

@@ -108,6 +108,9 @@ class RefSettings:
     random_warmup: int = 500
     random_draws: int = 1000
     target_accept: float = 0.9
+    # the warm-up of both starts: Stan's windowed adaptation, with which the shipped
+    # inference_reference.nc was built (before the sampler's default became grad / auto)
+    adapt: str = "stan"
 
 
 # the tasks the inference presets use (spec-section-6 settings of the issue: spiked L = 3,
@@ -170,7 +173,7 @@ def build_task(t: RefTask, settings: RefSettings) -> dict[str, Any]:
     kalg = jax.random.fold_in(data.key, 1001)  # not the algorithms' fold_in(key, 1)
     k_t, k_r, k_init = jax.random.split(kalg, 3)
     opt_t = SamplerOptions(chains=settings.chains, warmup=settings.warmup, draws=settings.draws,
-                           target_accept=settings.target_accept)
+                           target_accept=settings.target_accept, adapt=settings.adapt)
     res_t = sample_posterior(k_t, spec, data.train, opt_t, init="teacher",
                              start=init_params(k_init, "teacher", settings.chains, t.D,
                                                data.teacher))
@@ -184,7 +187,8 @@ def build_task(t: RefTask, settings: RefSettings) -> dict[str, Any]:
     bias = _halves_bias(spec, res_t.k, res_t.v, data, task, float(e_ref.mean()))
 
     opt_r = SamplerOptions(chains=settings.chains, warmup=settings.random_warmup,
-                           draws=settings.random_draws, target_accept=settings.target_accept)
+                           draws=settings.random_draws, target_accept=settings.target_accept,
+                           adapt=settings.adapt)
     res_r = sample_posterior(k_r, spec, data.train, opt_r, init="random",
                              start=init_params(k_init, "random", settings.chains, t.D))
     kr, vr = res_r.flat()
