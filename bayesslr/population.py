@@ -475,10 +475,22 @@ def _memory(cell: Cell, opts: Mapping[str, Any]) -> Resources:
                      "samples, or L")
 
 
+# cost model: process CPU seconds per (objective call x channel row x L), by activation, and
+# the fixed part (imports of the cell's code, compilation shared by a shape's cells); measured
+# at the paper's sizes (2e5 samples, L = 2 and 8; benchmarks/README.md, "Cost model")
+POPULATION_COST = {"overhead_s": 2.0, "evals": 60.0, "s_per_row": {
+    "bayes": 1.5e-8, "linear": 2.5e-9, "default": 1.5e-7}}
+
+
 def _cost(cell: Cell, opts: Mapping[str, Any]) -> float:
+    """Core-seconds of one cell: the fixed part plus objective calls (one for the Bayes risk,
+    ``evals`` for an activation's multi-start search) x channel rows x ``L`` x the activation's
+    cost per row (linear's risk is closed-form in the overlaps: cheap)."""
     rows, L = _rows(cell, opts)
-    evals = 1.0 if cell.activation == "bayes" else 60.0  # objective calls of the multi-start
-    return 3.0 + evals * rows * L * 30 / 2e9
+    c = POPULATION_COST
+    evals = 1.0 if cell.activation == "bayes" else c["evals"]
+    per = c["s_per_row"].get(str(cell.activation), c["s_per_row"]["default"])
+    return c["overhead_s"] + evals * rows * L * per
 
 
 @register("population", schema=SCHEMA, activations=POPULATION_ACTIVATIONS,

@@ -100,9 +100,13 @@ def _memory(cell: Cell, opts: Mapping[str, Any]) -> Resources:
 
 
 def _cost(cell: Cell, opts: Mapping[str, Any]) -> float:
+    """Core-seconds of one cell: a fixed part (compilation of the shape, shared by its seeds;
+    data, prediction) plus the NUTS iterations x ``N D L``, calibrated on the paper preset's
+    cells at ``D = 200`` (23 and 35 CPU-s at ``alpha`` 1 and 12, each compiling its own shape)
+    and the reference run's at ``D = 100`` (benchmarks/README.md, "Cost model")."""
     D, N, L = _sizes(cell)
     steps = (opts["warmup"] + opts["draws"]) * opts["chains"] * len(opts["init"])
-    return 25.0 + steps * 2 * 16 * (N * D * L * 4) / 2e9  # ~16 leapfrog steps per iteration
+    return 10.0 + steps * N * D * L * 4.6e-9
 
 
 def verdict(summary: Mapping[str, Any], chains: int) -> tuple[bool, str]:

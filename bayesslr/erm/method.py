@@ -106,7 +106,8 @@ ERM_COST = {
     "draw_s_per_element": 2.0e-8,  # tokens drawn (Threefry + erfinv), per N L D element
     "pass_s_per_element": 1.0e-9,  # one evaluation (forward + backward), G = 1
     "member_cost": 0.3,  # each further member of a batch adds this fraction of a pass
-    "evals_fixed": 220,  # evaluations of one fit at a fixed (or replica) lam
+    "evals_fixed": 220,  # evaluations of one fit at a fixed lam
+    "evals_replica": 60,  # at the replica's optimal lam: 23-58 measured at sqrt(N D) = 1e4
     "grid_passes_per_max_iter": 1.3,  # the validation search's passes (in single-member
     # passes), per max_iter: its slowest member (lam = 1e-3) often runs to max_iter
 }
@@ -115,8 +116,10 @@ ERM_COST = {
 def _cost(cell: Cell, opts: Mapping[str, Any]) -> float:
     """Core-seconds of one cell: ``seeds x (fit + draw)`` plus the amortised compilation.
 
-    A fixed (or ``replica``) ``lam`` costs ``evals_fixed`` passes over the ``N L D`` training
-    tokens; ``validation`` adds its grid search (``grid_passes_per_max_iter x max_iter``
+    A fixed ``lam`` costs ``evals_fixed`` passes over the ``N L D`` training tokens, the replica
+    theory's optimal ``lam`` (``replica``; the theory point itself is counted apart, once per
+    sweep, :func:`bayesslr.sweep.cost.prerequisites`) ``evals_replica``: the fit converges fast
+    at a well-tuned penalty; ``validation`` adds its grid search (``grid_passes_per_max_iter x max_iter``
     passes: the smallest penalty of the grid runs to the iteration cap at most sizes, the others
     ride along in the shrinking batch) and a second draw of the training set. Restarts multiply
     the members of every batch.
@@ -125,7 +128,7 @@ def _cost(cell: Cell, opts: Mapping[str, Any]) -> float:
     c = ERM_COST
     R = opts["restarts"]
     one_pass = c["pass_s_per_element"] * N * L * D * (1 + c["member_cost"] * (R - 1))
-    fit = c["evals_fixed"] * one_pass
+    fit = c["evals_replica" if cell.lam == "replica" else "evals_fixed"] * one_pass
     n_draw = N + opts["n_test"]
     if cell.lam == "validation":
         fit += c["grid_passes_per_max_iter"] * opts["max_iter"] * one_pass

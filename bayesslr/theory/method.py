@@ -175,11 +175,28 @@ def _erm_memory(cell: Cell, opts: Mapping[str, Any]) -> Resources:
                      f"L={L} (float64)", "samples, test_samples or L")
 
 
+# cost model of a replica point: process CPU seconds of a point at lam = 'optimal' solved along a
+# continuation path, a + b x samples / 1e4, by activation (softmax stands for the nonlinear
+# ones); a fixed lam costs FIXED_FRACTION of it, a point solved on its own (no path: what
+# lam = 'replica' asks of ERM cells) NO_PATH_FACTOR times it. Measured at spiked L = 3, nu = 2:
+# softmax 181 CPU-s a point at 20000 channel samples (paper preset, path of 3 alphas) and ~90
+# at 5000 (the reference run's 7-point paths), linear 41 and ~11; a fixed-lam softmax curve of
+# 20 points costs 6.5 CPU-s a point at 20000 samples; without a path linear 80 and softmax
+# 100-230 (benchmarks/README.md, "Cost model").
+THEORY_ERM_COST = {"overhead_s": 3.0, "point": {"linear": (2.0, 19.0), "default": (60.0, 61.0)},
+                   "fixed_fraction": 0.036, "no_path_factor": 1.5}
+
+
 def _erm_cost(cell: Cell, opts: Mapping[str, Any]) -> float:
-    L = _L(cell)
-    calls = 40.0 * (len(opts["lam_grid"]) + opts["refine_iter"]
-                    if parse_theory_lam(cell.lam) == LAM_OPTIMAL else 1.0)
-    return 30.0 + calls * opts["samples"] * (2 * L + 1) * L * L * 2000 / 2e9
+    """Core-seconds of one replica point (:data:`THEORY_ERM_COST`), scaled by ``(L / 3)^2``."""
+    c = THEORY_ERM_COST
+    a, b = c["point"].get(str(cell.activation), c["point"]["default"])
+    point = (a + b * opts["samples"] / 1e4) * (_L(cell) / 3.0) ** 2
+    if parse_theory_lam(cell.lam) != LAM_OPTIMAL:
+        point *= c["fixed_fraction"]
+    if opts["path"] is None:
+        point *= c["no_path_factor"]
+    return c["overhead_s"] + point
 
 
 def _bayes_memory(cell: Cell, opts: Mapping[str, Any]) -> Resources:
@@ -192,9 +209,12 @@ def _bayes_memory(cell: Cell, opts: Mapping[str, Any]) -> Resources:
 
 
 def _bayes_cost(cell: Cell, opts: Mapping[str, Any]) -> float:
+    """Core-seconds of one state-evolution point: ~400 channel averages of ``samples x nodes
+    x L`` rows; calibrated on the paper preset's max-SLR points (71 CPU-s each, model 68) and
+    the reference run's spiked points (0.6 s each; benchmarks/README.md, "Cost model")."""
     L = _L(cell)
     nodes = 1 if cell.variant == "spiked" else opts["gh_nodes"]
-    return 3.0 + 2 * 200 * opts["samples"] * nodes * L * 50 / 2e9
+    return 0.5 + 2 * 200 * opts["samples"] * nodes * L * 11 / 2e9
 
 
 # ----------------------------------------------------------------------------------------------
