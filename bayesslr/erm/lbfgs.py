@@ -3,8 +3,8 @@
 :func:`lbfgs_solve_batch` runs ``G`` independent L-BFGS fits that share one training set (starts,
 restarts, a ``lam`` grid): each member has its own history, line search and stopping test, and
 only the function evaluations are shared, as one matrix product over the data for all members
-(:func:`bayesslr.erm.objective.objective_batch`), so the data matrix is read once per evaluation
-for the whole batch. :func:`lbfgs_solve` is the one-member case. The protocols of
+(:func:`bayesslr.erm.objective.value_and_grad_batch`), so one evaluation is one forward and
+one backward pass over the data for the whole batch. :func:`lbfgs_solve` is the one-member case. The protocols of
 :mod:`bayesslr.erm.protocol` ``vmap`` the batch solver over seeds (each with its own data).
 
 The solver is the textbook L-BFGS (Nocedal and Wright, Algorithm 7.4: two-loop recursion over the
@@ -248,8 +248,8 @@ def lbfgs_solve_batch(act: Activation, params0: Params, data: Data, lam_k: Array
     memory : int
         L-BFGS history size.
     chunk : int, optional
-        Samples per chunk of the evaluation (default: about
-        :data:`bayesslr.erm.objective.CHUNK_BYTES` of data).
+        Samples per chunk of the evaluation (default:
+        :data:`bayesslr.erm.objective.CHUNK_BYTES`, the whole data in one chunk).
 
     Returns
     -------
