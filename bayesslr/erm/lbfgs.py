@@ -2,10 +2,11 @@
 
 :func:`lbfgs_solve_batch` runs ``G`` independent L-BFGS fits that share one training set (starts,
 restarts, a ``lam`` grid): each member has its own history, line search and stopping test, and
-only the function evaluations are shared, as one matrix product over the data for all members
+only the function evaluations are shared, as matrix products over the data for all members
 (:func:`bayesslr.erm.objective.value_and_grad_batch`), so one evaluation is one forward and
-one backward pass over the data for the whole batch. :func:`lbfgs_solve` is the one-member case. The protocols of
-:mod:`bayesslr.erm.protocol` ``vmap`` the batch solver over seeds (each with its own data).
+one backward pass over the data for the whole batch. :func:`lbfgs_solve` is the one-member
+case. The protocols of :mod:`bayesslr.erm.protocol` ``vmap`` the batch solver over seeds (each
+with its own data).
 
 The solver is the textbook L-BFGS (Nocedal and Wright, Algorithm 7.4: two-loop recursion over the
 last ``memory`` curvature pairs, initial Hessian ``gamma I`` with ``gamma = s.y / y.y``) with a
