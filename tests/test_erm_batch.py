@@ -65,6 +65,21 @@ def test_one_pass_evaluation_equals_autodiff(name):
                 np.testing.assert_allclose(g1[k], g0[k], atol=1e-4 * scale, rtol=0)
 
 
+def test_default_chunk_is_the_whole_data_until_the_fields_grow():
+    """The evaluation's default is one chunk (two dense products over the whole data); only a
+    batch whose ``(N, L, 2G)`` fields would exceed ``FIELD_BYTES`` is cut into chunks, each
+    within that cap."""
+    from bayesslr.erm.objective import FIELD_BYTES, chunk_rows
+
+    n, L, D = 22360, 3, 4472  # the paper's size at alpha = 5
+    assert chunk_rows(n, L, D) == n
+    assert chunk_rows(n, L, D, G=10) == n
+    G = 200
+    rows = chunk_rows(n, L, D, G=G)
+    assert rows < n and 4 * rows * L * 2 * G <= FIELD_BYTES < 4 * (rows + 1) * L * 2 * G
+    assert chunk_rows(n, L, D, chunk_bytes=2**21) == 2**21 // (4 * L * D)
+
+
 @pytest.mark.parametrize("variant,L,nu", [("spiked", "3", 2.0), ("max", "1,2,3", "inf")])
 def test_streamed_draw_is_sample_task(variant, L, nu):
     """The chunked draws (:mod:`bayesslr.erm.stream`) give ``sample_task``'s data and test-set

@@ -89,6 +89,9 @@ def objective_batch(act: Activation, params: Params, data: Data, lam_k: Array, l
 # of X is copied before XLA's matrix products read it, and each chunk costs a dozen small
 # kernels: the copy and the per-chunk overhead cost more than the second read of X they save.
 CHUNK_BYTES: float | None = None
+# cap on the (rows, L, 2G) fields of one chunk: the whole-data form holds a few arrays of that
+# shape, which for a batch of many members (restarts x lam grid) could outgrow the data
+FIELD_BYTES = 2**24
 STREAMS = 1  # independent chunk loops of value_and_grad_batch
 
 
@@ -104,12 +107,14 @@ def _chunk_loss(act: Activation, H: Array, y: Array, mask: Array, w: Array,
     return 0.5 * jnp.sum(w * r * r, axis=-1)
 
 
-def chunk_rows(n: int, L: int, D: int, chunk_bytes: float | None = CHUNK_BYTES) -> int:
-    """Samples per chunk of :func:`value_and_grad_batch` (at least one, at most ``n``; ``n``
-    when ``chunk_bytes`` is None)."""
-    if chunk_bytes is None:
-        return int(n)
-    return int(min(n, max(1, chunk_bytes // (4 * L * D))))
+def chunk_rows(n: int, L: int, D: int, chunk_bytes: float | None = CHUNK_BYTES,
+               G: int = 1) -> int:
+    """Samples per chunk of :func:`value_and_grad_batch` for ``G`` members: about
+    ``chunk_bytes`` of data (``n`` when None), at most :data:`FIELD_BYTES` of fields, at
+    least one, at most ``n``."""
+    rows = n if chunk_bytes is None else chunk_bytes // (4 * L * D)
+    rows = min(rows, FIELD_BYTES // (4 * L * 2 * G))
+    return int(min(n, max(1, rows)))
 
 
 def value_and_grad_batch(act: Activation, params: Params, data: Data, lam_k: Array,
@@ -132,7 +137,8 @@ def value_and_grad_batch(act: Activation, params: Params, data: Data, lam_k: Arr
     act, params, data, lam_k, lam_v, weight :
         As for :func:`objective_batch` (``params`` with leading axis ``G``).
     chunk : int, optional
-        Samples per chunk (default :func:`chunk_rows` of :data:`CHUNK_BYTES`: the whole data).
+        Samples per chunk (default :func:`chunk_rows`: the whole data, unless the batch's
+        fields would exceed :data:`FIELD_BYTES`).
     streams : int, optional
         Independent loops over contiguous ranges of chunks, summed at the end (default
         :data:`STREAMS`); XLA's CPU runtime may run them concurrently.
@@ -147,7 +153,7 @@ def value_and_grad_batch(act: Activation, params: Params, data: Data, lam_k: Arr
     X, y, mask = data.X, data.y, data.mask
     n, L, D = X.shape
     G = params["k"].shape[0]
-    B = chunk_rows(n, L, D) if chunk is None else int(min(max(chunk, 1), n))
+    B = chunk_rows(n, L, D, G=G) if chunk is None else int(min(max(chunk, 1), n))
     w = jnp.ones((n,), X.dtype) if weight is None else weight.astype(X.dtype)
     n_eff = jnp.asarray(n, X.dtype) if weight is None else jnp.sum(w)
     inv = 1.0 / math.sqrt(D)
