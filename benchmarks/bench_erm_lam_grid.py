@@ -23,7 +23,9 @@ passes each side ran at each batch size, times the best-of-7 time of one evaluat
 size), which a loaded machine disturbs far less than the wall times. Results and the load at
 the time are in ``benchmarks/README.md`` (section ERM).
 
-Run: ``.venv/bin/python benchmarks/bench_erm_lam_grid.py [--D 400] [--seeds 4] [--repeats 1]``;
+Run: ``.venv/bin/python benchmarks/bench_erm_lam_grid.py [--D 400] [--seeds 4] [--repeats 1]
+[--scaling scalar|block]`` (``--scaling``: the L-BFGS initial inverse Hessian of every fit,
+:data:`bayesslr.erm.lbfgs.DEFAULT_SCALING` by default);
 or ``.venv/bin/python -m pytest benchmarks/bench_erm_lam_grid.py --benchmark-only`` for
 pytest-benchmark timings of the grid and of the ten single fits at ``D = 200``.
 """
@@ -43,6 +45,7 @@ import numpy as np
 import pytest
 
 from bayesslr.activations import get_activation
+from bayesslr.erm import lbfgs
 from bayesslr.erm.lbfgs import lbfgs_solve_compact
 from bayesslr.erm.objective import value_and_grad_batch
 from bayesslr.erm.protocol import ERMOptions, _draw_train, _seed_keys, fit_seeds
@@ -121,7 +124,7 @@ def compare(D: int = 400, alpha: float = 5.0, n_seeds: int = 4, repeats: int = 1
     """Median wall times (compilation excluded) and the ratios; see the module docstring."""
     task, act, n = _setup(D, alpha, activation)
     seeds = list(range(n_seeds))
-    info: dict[str, float] = {"D": D, "N": n, "seeds": n_seeds,
+    info: dict[str, float] = {"D": D, "N": n, "seeds": n_seeds, "scaling": lbfgs.DEFAULT_SCALING,
                               "load_start": os.getloadavg()[0]}
     t = time.perf_counter()
     grid = fit_grid(task, act, n, seeds)
@@ -211,7 +214,10 @@ if __name__ == "__main__":
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--activation", default="softmax")
     ap.add_argument("--no-warm", action="store_true", help="skip the warm-started lam path")
+    ap.add_argument("--scaling", choices=lbfgs.SCALINGS, default=lbfgs.DEFAULT_SCALING,
+                    help="L-BFGS initial inverse Hessian of every fit")
     args = ap.parse_args()
+    lbfgs.DEFAULT_SCALING = args.scaling
     res = compare(args.D, args.alpha, args.seeds, args.repeats, args.activation,
                   warm=not args.no_warm)
     for k, v in res.items():

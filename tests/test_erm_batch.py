@@ -65,6 +65,21 @@ def test_one_pass_evaluation_equals_autodiff(name):
                 np.testing.assert_allclose(g1[k], g0[k], atol=1e-4 * scale, rtol=0)
 
 
+def test_default_chunk_is_the_whole_data_until_the_fields_grow():
+    """The evaluation's default is one chunk (two dense products over the whole data); only a
+    batch whose ``(N, L, 2G)`` fields would exceed ``FIELD_BYTES`` is cut into chunks, each
+    within that cap."""
+    from bayesslr.erm.objective import FIELD_BYTES, chunk_rows
+
+    n, L, D = 22360, 3, 4472  # the paper's size at alpha = 5
+    assert chunk_rows(n, L, D) == n
+    assert chunk_rows(n, L, D, G=10) == n
+    G = 200
+    rows = chunk_rows(n, L, D, G=G)
+    assert rows < n and 4 * rows * L * 2 * G <= FIELD_BYTES < 4 * (rows + 1) * L * 2 * G
+    assert chunk_rows(n, L, D, chunk_bytes=2**21) == 2**21 // (4 * L * D)
+
+
 @pytest.mark.parametrize("variant,L,nu", [("spiked", "3", 2.0), ("max", "1,2,3", "inf")])
 def test_streamed_draw_is_sample_task(variant, L, nu):
     """The chunked draws (:mod:`bayesslr.erm.stream`) give ``sample_task``'s data and test-set
@@ -125,6 +140,32 @@ def test_compaction_shrinks_the_batch_and_keeps_each_member(task, monkeypatch):
             rms = float(jnp.linalg.norm(whole.params[name][j] - shrunk.params[name][j])
                         / math.sqrt(D))
             assert rms <= bound, (lam_j, name, rms, bound)
+
+
+def test_block_scaling_lands_on_the_scalar_solution(task):
+    """The block-diagonal initial inverse Hessian changes the path, not the minimiser: from the
+    informed start, at penalties where the fit stays in the start's basin, both scalings
+    converge and land within the stopping-rule bound of each other (the bound of the
+    compaction test above). An unknown scaling is refused, naming the parameter."""
+    act = ACTIVATIONS["softmax"]
+    _, data, (k0, v0) = P._draw_train(P._seed_keys(np.array([0]))[0], jnp.asarray(True),
+                                      jnp.asarray(0.1), jnp.asarray(1.0), task=task,
+                                      n_train=N, restarts=1)
+    lams = (0.1, 1.0)
+    p0 = {"k": jnp.tile(k0, (2, 1)), "v": jnp.tile(v0, (2, 1)), "theta": jnp.zeros((2, 0))}
+    lam = jnp.asarray(lams)
+    res = {sc: lbfgs.lbfgs_solve_compact(act, p0, data, lam, lam, scaling=sc)
+           for sc in ("scalar", "block")}
+    for r in res.values():
+        assert np.all(np.asarray(r.converged))
+    a, b = res["scalar"], res["block"]
+    for j, lam_j in enumerate(lams):
+        bound = float(a.grad_norm[j] + b.grad_norm[j]) / lam_j
+        for name in ("k", "v"):
+            rms = float(jnp.linalg.norm(a.params[name][j] - b.params[name][j]) / math.sqrt(D))
+            assert rms <= bound, (lam_j, name, rms, bound)
+    with pytest.raises(ValueError, match="scaling='diagonal'"):
+        lbfgs.lbfgs_solve_compact(act, p0, data, lam, lam, scaling="diagonal")
 
 
 def _cells(lams, seed=0, method="erm:softmax", **kw):

@@ -81,7 +81,17 @@ def objective_batch(act: Activation, params: Params, data: Data, lam_k: Array, l
     return loss + 0.5 * pen / n_eff
 
 
-CHUNK_BYTES = 2**21  # training data per chunk of value_and_grad_batch (fits a core's L2 cache)
+# training data per chunk of value_and_grad_batch; None: the whole data in one chunk (two dense
+# passes over X). Measured at the paper's size (D = 4472, N = 22360, one member) on a 2-core
+# machine: the whole-data passes took 0.73-0.77x the time of 2 MB chunks at load 3-4.5, and the
+# 2 MB chunks had measured 1.2-1.8x two plain passes at loads 0.2 to 17 (benchmarks/README.md,
+# ERM); at D = 400 (data in cache) 0.52-0.75x for batches of 1 to 10 members. A chunk's slice
+# of X is copied before XLA's matrix products read it, and each chunk costs a dozen small
+# kernels: the copy and the per-chunk overhead cost more than the second read of X they save.
+CHUNK_BYTES: float | None = None
+# cap on the (rows, L, 2G) fields of one chunk: the whole-data form holds a few arrays of that
+# shape, which for a batch of many members (restarts x lam grid) could outgrow the data
+FIELD_BYTES = 2**24
 STREAMS = 1  # independent chunk loops of value_and_grad_batch
 
 
@@ -97,31 +107,38 @@ def _chunk_loss(act: Activation, H: Array, y: Array, mask: Array, w: Array,
     return 0.5 * jnp.sum(w * r * r, axis=-1)
 
 
-def chunk_rows(n: int, L: int, D: int, chunk_bytes: float = CHUNK_BYTES) -> int:
-    """Samples per chunk of :func:`value_and_grad_batch` (at least one, at most ``n``)."""
-    return int(min(n, max(1, chunk_bytes // (4 * L * D))))
+def chunk_rows(n: int, L: int, D: int, chunk_bytes: float | None = CHUNK_BYTES,
+               G: int = 1) -> int:
+    """Samples per chunk of :func:`value_and_grad_batch` for ``G`` members: about
+    ``chunk_bytes`` of data (``n`` when None), at most :data:`FIELD_BYTES` of fields, at
+    least one, at most ``n``."""
+    rows = n if chunk_bytes is None else chunk_bytes // (4 * L * D)
+    rows = min(rows, FIELD_BYTES // (4 * L * 2 * G))
+    return int(min(n, max(1, rows)))
 
 
 def value_and_grad_batch(act: Activation, params: Params, data: Data, lam_k: Array,
                          lam_v: Array, weight: Array | None = None, *,
                          chunk: int | None = None, streams: int | None = None
                          ) -> tuple[Array, Params]:
-    """:func:`objective_batch` and its gradient, reading the data matrix once (docs/estimators.md).
+    """:func:`objective_batch` and its gradient, all members in one pass (docs/estimators.md).
 
-    The loss is a sum over samples, so the forward pass (fields ``X k`` and ``X v``), the
-    residuals and the backward pass (``X^T`` times the fields' cotangents) are done chunk by
-    chunk of ``chunk`` samples: a chunk of ``X`` is read from memory once, for the forward and
-    the backward product, while it sits in cache. ``jax.grad`` of :func:`objective_batch`
-    instead reads all of ``X`` twice (forward, then backward) and also materialises the full
-    ``(N, L, 2G)`` intermediates. The activation's part is differentiated by ``jax.vjp`` inside
-    each chunk, so every activation of the registry works unchanged.
+    The forward pass is one ``(N L, D) x (D, 2G)`` product (the fields ``X k`` and ``X v`` of
+    every member), the residuals and the activation's part follow on the small ``(N, L, 2G)``
+    fields (differentiated by ``jax.vjp``, so every activation of the registry works
+    unchanged), and the backward pass is one ``(2G, N L) x (N L, D)`` product. The loss is a
+    sum over samples, so the same can be done chunk by chunk of ``chunk`` samples, each chunk
+    of ``X`` read from memory once for both products while it sits in cache; by default it is
+    not (:data:`CHUNK_BYTES`: measured slower, the chunk's copy and per-chunk kernels cost more
+    than the second read of ``X``).
 
     Parameters
     ----------
     act, params, data, lam_k, lam_v, weight :
         As for :func:`objective_batch` (``params`` with leading axis ``G``).
     chunk : int, optional
-        Samples per chunk (default :func:`chunk_rows`: about :data:`CHUNK_BYTES` of data).
+        Samples per chunk (default :func:`chunk_rows`: the whole data, unless the batch's
+        fields would exceed :data:`FIELD_BYTES`).
     streams : int, optional
         Independent loops over contiguous ranges of chunks, summed at the end (default
         :data:`STREAMS`); XLA's CPU runtime may run them concurrently.
@@ -136,7 +153,7 @@ def value_and_grad_batch(act: Activation, params: Params, data: Data, lam_k: Arr
     X, y, mask = data.X, data.y, data.mask
     n, L, D = X.shape
     G = params["k"].shape[0]
-    B = chunk_rows(n, L, D) if chunk is None else int(min(max(chunk, 1), n))
+    B = chunk_rows(n, L, D, G=G) if chunk is None else int(min(max(chunk, 1), n))
     w = jnp.ones((n,), X.dtype) if weight is None else weight.astype(X.dtype)
     n_eff = jnp.asarray(n, X.dtype) if weight is None else jnp.sum(w)
     inv = 1.0 / math.sqrt(D)
@@ -161,6 +178,9 @@ def value_and_grad_batch(act: Activation, params: Params, data: Data, lam_k: Arr
 
     carry = (jnp.zeros((G,), X.dtype), jnp.zeros((2 * G, D), X.dtype), jnp.zeros_like(theta))
     n_chunks = -(-n // B)
+    if n_chunks == 1:  # the whole data: two dense products, no loop and no slicing
+        f, gW, gth = piece(carry, X, y, mask, w)
+        return _finish(f, gW, gth, params, lam_k, lam_v, n_eff, inv)
     S = max(1, min(STREAMS if streams is None else int(streams), n_chunks))
     # S independent loops over contiguous ranges of chunks: no data dependency between them,
     # so XLA's CPU runtime may run them on different cores
@@ -168,6 +188,13 @@ def value_and_grad_batch(act: Activation, params: Params, data: Data, lam_k: Arr
     parts = [jax.lax.fori_loop(lo, hi, body, carry)
              for lo, hi in zip([0, *ends[:-1]], ends, strict=True)]
     f, gW, gth = jax.tree_util.tree_map(lambda *a: sum(a[1:], a[0]), *parts)
+    return _finish(f, gW, gth, params, lam_k, lam_v, n_eff, inv)
+
+
+def _finish(f: Array, gW: Array, gth: Array, params: Params, lam_k: Array, lam_v: Array,
+            n_eff: Array, inv: float) -> tuple[Array, Params]:
+    """Penalties and the ``1 / N`` of :func:`value_and_grad_batch` from the data sums."""
+    G = params["k"].shape[0]
     k, v = params["k"], params["v"]
     F = (f + 0.5 * (lam_k * jnp.sum(k * k, -1) + lam_v * jnp.sum(v * v, -1))) / n_eff
     grad = {"k": (gW[:G] * inv + lam_k[:, None] * k) / n_eff,
