@@ -402,8 +402,9 @@ def finite_sample_claims(results: Results) -> list[Verdict]:
         th = full[full.method == f"theory_erm:{act}"]
         erm = full[full.method == f"erm:{act}"]
         for _, r in th.iterrows():
-            # the same lam, or both tuned (ERM on a validation split, the replica's optimum:
-            # the paper's protocol, as the paper preset runs it)
+            # the same lam, or both tuned (ERM on a validation split, as the reference preset
+            # runs it, or at the replica's optimum, as the paper preset does; the replica at
+            # its optimum)
             lam_ok = (erm.lam.isin(TUNED_LAMS) if r.lam in TUNED_LAMS else erm.lam == r.lam)
             same = erm[(erm.variant == r.variant) & (erm.L == r.L) & (erm.nu == r.nu)
                        & (erm.delta == r.delta) & (erm.alpha == r.alpha) & lam_ok]
