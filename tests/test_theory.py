@@ -410,3 +410,26 @@ def test_optimal_lambda_search_finds_the_minimum(monkeypatch):
     assert abs(math.log10(r.lam) + 1.3) < 0.1 and len(r.solves) <= len(grid) + 12
     edge = lo.optimal_lambda(SPIKED, "softmax", 2.0, lam_grid=(10, 1), refine_iter=0)
     assert edge.lam == 1 and edge.at_boundary
+
+
+@pytest.mark.parametrize("n", [1, 3, 8])
+def test_small_batched_solves_match_lapack(n):
+    """The unrolled Gauss-Jordan helpers of the proximal channel (no pivoting, n <= 8): the
+    solution, the diagonal of the inverse, and the smallest pivot's sign (positive exactly for
+    a positive definite matrix), against numpy on random systems (float64: rounding only)."""
+    from bayesslr.theory.channel import _inv_diag_small, _solve_small
+
+    rng = np.random.default_rng(n)
+    M = rng.standard_normal((32, n, n))
+    A = M @ M.transpose(0, 2, 1) + n * np.eye(n)
+    b = rng.standard_normal((32, n))
+    with jax.enable_x64(True):
+        x, pmin = _solve_small(jnp.asarray(A), jnp.asarray(b))
+        inv = _inv_diag_small(jnp.asarray(A))
+        _, pneg = _solve_small(jnp.asarray(A - 2 * n * np.eye(n) - np.abs(A).sum(-1)[..., None]
+                                           * np.eye(n)), jnp.asarray(b))
+    np.testing.assert_allclose(np.asarray(x), np.linalg.solve(A, b[..., None])[..., 0],
+                               rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(inv), np.diagonal(np.linalg.inv(A), axis1=1, axis2=2),
+                               rtol=1e-10, atol=1e-12)
+    assert np.all(np.asarray(pmin) > 0) and np.all(np.asarray(pneg) < 0)

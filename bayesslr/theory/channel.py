@@ -81,51 +81,53 @@ class ProxMoments(NamedTuple):
 MOMENT_NAMES: tuple[str, ...] = ("ff_k", "ff_v", "fh_k", "fh_v", "fx_k", "fx_v", "tr_k", "tr_v")
 
 
-def _solve_small(A: Array, b: Array) -> tuple[Array, Array]:
-    """Solve ``A x = b`` for a batch of small systems, ``A`` ``(B, n, n)``, by unrolled
-    Gauss-Jordan elimination (no pivoting; a zero pivot gives non-finite entries, which the
-    callers treat as a rejected step). Far faster on CPU than batched LAPACK calls at ``n <= 8``.
+def _gauss_jordan(A: Array, rhs: list[list[Array]]) -> tuple[list[list[Array]], list[Array],
+                                                               Array]:
+    """Unrolled Gauss-Jordan elimination of a batch of small systems, ``A`` ``(B, n, n)``, with
+    right-hand sides ``rhs[i][c]`` (row ``i``, column ``c``, each ``(B,)``), no pivoting.
 
-    Returns ``x`` and the smallest pivot: without pivoting the pivots are those of Gaussian
-    elimination, the diagonal of ``A = L D L^T`` for a symmetric ``A``, so a symmetric ``A`` is
-    positive definite exactly when the smallest pivot is positive.
+    Returns the reduced right-hand sides, the final diagonal of ``A`` (row ``i`` of the
+    solution is ``rhs[i][c] / diag[i]``) and the smallest pivot: without pivoting the pivots
+    are those of Gaussian elimination, the diagonal of ``A = L D L^T`` for a symmetric ``A``, so
+    a symmetric ``A`` is positive definite exactly when the smallest pivot is positive.
     """
-    n = b.shape[-1]
+    n = A.shape[-1]
     a = [[A[:, i, j] for j in range(n)] for i in range(n)]
-    r = [b[:, i] for i in range(n)]
-    pmin = None
+    r = [list(row) for row in rhs]
+    pmin = a[0][0]
     for k in range(n):
         piv = a[k][k]
-        pmin = piv if pmin is None else jnp.minimum(pmin, piv)
+        pmin = jnp.minimum(pmin, piv)
         for i in range(n):
             if i == k:
                 continue
             f = a[i][k] / piv
             for j in range(k, n):
                 a[i][j] = a[i][j] - f * a[k][j]
-            r[i] = r[i] - f * r[k]
-    return jnp.stack([r[i] / a[i][i] for i in range(n)], axis=-1), pmin
+            r[i] = [r[i][c] - f * r[k][c] for c in range(len(r[i]))]
+    return r, [a[i][i] for i in range(n)], pmin
+
+
+def _solve_small(A: Array, b: Array) -> tuple[Array, Array]:
+    """Solve ``A x = b`` for a batch of small systems, ``A`` ``(B, n, n)``, by unrolled
+    Gauss-Jordan elimination (:func:`_gauss_jordan`; a zero pivot gives non-finite entries,
+    which the callers treat as a rejected step). Far faster on CPU than batched LAPACK calls at
+    ``n <= 8``. Returns ``x`` and the smallest pivot (positive exactly when a symmetric ``A`` is
+    positive definite).
+    """
+    n = b.shape[-1]
+    r, diag, pmin = _gauss_jordan(A, [[b[:, i]] for i in range(n)])
+    return jnp.stack([r[i][0] / diag[i] for i in range(n)], axis=-1), pmin
 
 
 def _inv_diag_small(A: Array) -> Array:
     """Diagonal of ``A^-1`` for a batch of small symmetric positive definite ``A``
-    (``(B, n, n)``), by unrolled Gauss-Jordan elimination (as :func:`_solve_small`: far faster
-    on CPU than batched LAPACK at ``n <= 8``)."""
+    (``(B, n, n)``): :func:`_gauss_jordan` with the identity on the right."""
     n = A.shape[-1]
-    a = [[A[:, i, j] for j in range(n)] for i in range(n)]
-    one, zero = jnp.ones_like(a[0][0]), jnp.zeros_like(a[0][0])
-    r = [[one if i == j else zero for j in range(n)] for i in range(n)]  # identity on the right
-    for k in range(n):
-        piv = a[k][k]
-        for i in range(n):
-            if i == k:
-                continue
-            f = a[i][k] / piv
-            for j in range(k, n):
-                a[i][j] = a[i][j] - f * a[k][j]
-            for j in range(n):
-                r[i][j] = r[i][j] - f * r[k][j]
-    return jnp.stack([r[i][i] / a[i][i] for i in range(n)], axis=-1)
+    one, zero = jnp.ones_like(A[:, 0, 0]), jnp.zeros_like(A[:, 0, 0])
+    r, diag, _ = _gauss_jordan(A, [[one if i == j else zero for j in range(n)]
+                                   for i in range(n)])
+    return jnp.stack([r[i][i] / diag[i] for i in range(n)], axis=-1)
 
 
 def _row_grad_hess(fun: Callable[[Array], Array], x: Array) -> tuple[Array, Array]:
