@@ -29,7 +29,9 @@
 # error), dash-dotted ones L-BFGS ERM on data of the same size (mean over seeds). The
 # cross-overlap panel shows the largest cross overlap in units of its finite-D noise level
 # (for vectors independent of the teacher, k·v*/D has standard deviation sqrt(q_k/D)); the
-# dashed line at 4 is the verdict's threshold.
+# dashed line at 4 is the verdict's threshold. The informed start begins on the manifold (up
+# to that noise) and is judged along the whole run; a small random start is judged at the end
+# only: while |k| grows from it, q_k is tiny and the z-score passes through a transient.
 
 # %%
 from bayesslr.report import claims, show, tables
