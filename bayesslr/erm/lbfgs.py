@@ -304,6 +304,8 @@ def _scaling(scaling: str | None) -> str:
     if scaling not in SCALINGS:
         raise ValueError(f"scaling={scaling!r} is not allowed; allowed: {', '.join(SCALINGS)}")
     return scaling
+
+
 _result_jit = jax.jit(_result)
 
 
