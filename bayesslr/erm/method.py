@@ -123,9 +123,9 @@ def _cost(cell: Cell, opts: Mapping[str, Any]) -> float:
     A fixed ``lam`` costs ``evals_fixed`` passes over the ``N L D`` training tokens, the replica
     theory's optimal ``lam`` (``replica``; the theory point itself is counted apart, once per
     sweep, :func:`bayesslr.sweep.cost.prerequisites`) ``evals_replica``: the fit converges fast
-    at a well-tuned penalty; ``validation`` adds its grid search (``grid_passes_per_max_iter x max_iter``
-    passes: the smallest penalty of the grid runs to the iteration cap at most sizes, the others
-    ride along in the shrinking batch) and a second draw of the training set. Restarts multiply
+    at a well-tuned penalty; ``validation`` adds its grid search
+    (``grid_passes_per_max_iter x max_iter`` passes: the smallest penalty of the grid sets the
+    batch's length, the others ride along in the shrinking batch) and a second draw of the training set. Restarts multiply
     the members of every batch.
     """
     D, N, L = _sizes(cell)
