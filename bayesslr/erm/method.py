@@ -125,8 +125,8 @@ def _cost(cell: Cell, opts: Mapping[str, Any]) -> float:
     sweep, :func:`bayesslr.sweep.cost.prerequisites`) ``evals_replica``: the fit converges fast
     at a well-tuned penalty; ``validation`` adds its grid search
     (``grid_passes_per_max_iter x max_iter`` passes: the smallest penalty of the grid sets the
-    batch's length, the others ride along in the shrinking batch) and a second draw of the training set. Restarts multiply
-    the members of every batch.
+    batch's length, the others ride along in the shrinking batch) and a second draw of the
+    training set. Restarts multiply the members of every batch.
     """
     D, N, L = _sizes(cell)
     c = ERM_COST
