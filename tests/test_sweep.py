@@ -257,15 +257,26 @@ def test_resume_recomputes_only_missing_unreadable_and_failed(tmp_path, plugin):
 # --------------------------------------------------------------------------------------------
 @pytest.mark.slow
 def test_dask_two_workers_equals_in_process(tmp_path, plugin):
-    """Same config and seeds: identical datasets from a 2-process LocalCluster and in-process."""
+    """Same config and seeds: identical datasets from a 2-process LocalCluster and in-process.
+    Port 8787 (dask's default HTTP port) is held meanwhile, as by a second sweep on the same
+    machine: the cluster must start without it (warnings are errors here)."""
+    import socket
+
     cfg_path = write_toml(tmp_path / "tiny.toml", TINY_TOML)
     outs = {}
-    for name, extra in (("inproc", []), ("dask", ["--workers", "2"])):
-        with pytest.raises(SystemExit) as e:
-            main(["run", "--config", str(cfg_path), "--out", str(tmp_path / name), "--quiet",
-                  *extra])
-        assert e.value.code == 0
-        outs[name] = xr.open_datatree(tmp_path / name / "dataset.nc", engine="h5netcdf").load()
+    with socket.socket() as held:
+        try:
+            held.bind(("127.0.0.1", 8787))
+            held.listen()
+        except OSError:
+            pass  # already held by another process: the same situation
+        for name, extra in (("inproc", []), ("dask", ["--workers", "2"])):
+            with pytest.raises(SystemExit) as e:
+                main(["run", "--config", str(cfg_path), "--out", str(tmp_path / name),
+                      "--quiet", *extra])
+            assert e.value.code == 0
+            outs[name] = xr.open_datatree(tmp_path / name / "dataset.nc",
+                                          engine="h5netcdf").load()
     assert "dask (2 local workers)" in json.loads((tmp_path / "dask" / "manifest.json"
                                                    ).read_text())["executor"]
     assert int(outs["dask"].attrs["cells_ok"]) == 16

@@ -378,7 +378,10 @@ class DaskExecutor:
                 return
             self._cluster = LocalCluster(n_workers=self.workers, threads_per_worker=1,
                                          processes=True, host="127.0.0.1", scheduler_port=0,
-                                         dashboard_address=None, silence_logs=40)
+                                         # a free port for the scheduler's HTTP server: with
+                                         # None it takes 8787 and warns when another cluster
+                                         # (a second sweep on this machine) holds it
+                                         dashboard_address="127.0.0.1:0", silence_logs=40)
             self._client = Client(self._cluster)
 
     def close(self) -> None:
