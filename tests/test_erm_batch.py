@@ -9,6 +9,7 @@ size-free gradient norms ``g1, g2`` differ by at most ``(g1 + g2) / lam``.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -267,6 +268,45 @@ def test_replica_lam_is_solved_once_and_recorded(replica_env):
     assert len(calls) == 3
 
 
+def test_replica_path_is_solved_once_and_every_point_kept(tmp_path, monkeypatch):
+    """lam='replica' on the continuation path: the first ERM cell solves the whole of
+    REPLICA_PATH in one theory unit and keeps every point under its own key (its path below
+    it), so a cell at another alpha of the path solves nothing; an alpha off the path solves a
+    path with it inserted and keeps only the points at and below it (those above are not on
+    the canonical path). Cells wanting the same path share one lock."""
+    import bayesslr.methods as methods
+
+    monkeypatch.setenv(M.REPLICA_CACHE_ENV, str(tmp_path))
+    monkeypatch.setattr(M, "_REPLICA_MEMO", {})
+    units = []
+
+    def fake_unit(cells):
+        units.append([c.alpha for c in cells])
+        assert all(c.options["path"] == sorted({*M.REPLICA_PATH, cells[-1].alpha, *(
+            c2.alpha for c2 in cells)}) for c in cells)
+        return [{"lam": c.alpha / 100, "test_error": 1 / (1 + c.alpha), "stderr": 0.01,
+                 "converged": True, "reason": "converged"} for c in cells]
+
+    monkeypatch.setattr(methods, "run_unit", fake_unit)
+    opts = M.SCHEMA.validate({})
+    ask = [Cell(method="erm:softmax", lam="replica", alpha=a, **{k: v for k, v in BASE.items()
+                                                                 if k != "alpha"})
+           for a in (5.0, 2.0, 20.0, 0.5, 4.0, 3.0)]
+    got = {c.alpha: M.replica_lam(c, opts) for c in ask}
+    assert units == [list(M.REPLICA_PATH), sorted({*M.REPLICA_PATH, 4.0})]
+    assert all(got[a]["lam"] == pytest.approx(a / 100) for a in got)
+    assert json.loads(M.replica_cell(ask[0], opts).to_json())["options"]["path"] == [
+        0.5, 1.0, 2.0, 3.0, 5.0]
+    assert "path" not in M.replica_cell(ask[3], opts).options  # alpha = 0.5: nothing below
+    assert len(list(tmp_path.glob("*.json"))) == 10  # 9 path points and alpha = 4
+    assert M._lock_name(M.replica_cell(ask[0], opts)) == M._lock_name(
+        M.replica_cell(ask[2], opts))
+    M._REPLICA_MEMO.clear()  # a new process: every point from disk, no solve
+    assert M.replica_lam(ask[1], opts)["lam"] == pytest.approx(0.02) and len(units) == 2
+    off = M.SCHEMA.validate({"replica_path": False})
+    assert "path" not in M.replica_cell(ask[0], off).options
+
+
 def test_replica_lam_unconverged_fails_the_cell(replica_env, monkeypatch):
     monkeypatch.setattr(M, "_solve_replica", lambda tcell: {
         "lam": math.nan, "test_error": math.nan, "stderr": math.nan, "converged": False,
@@ -314,7 +354,8 @@ def test_replica_lam_is_the_theory_optimum(tmp_path, monkeypatch):
     monkeypatch.setenv(M.REPLICA_CACHE_ENV, str(tmp_path))
     monkeypatch.setattr(M, "_REPLICA_MEMO", {})
     cell = Cell(method="erm:softmax", lam="replica", seed=0,
-                options={**OPTS, "replica_samples": 300}, **{**BASE, "delta": 0.01})
+                options={**OPTS, "replica_samples": 300, "replica_path": False},
+                **{**BASE, "delta": 0.01})
     out = run_cell(cell)
     tcell = M.replica_cell(cell, M.SCHEMA.validate(cell.options))
     topts = M.get_method(tcell.method).schema.validate(tcell.options)
@@ -322,3 +363,29 @@ def test_replica_lam_is_the_theory_optimum(tmp_path, monkeypatch):
     assert out["lam"] == pytest.approx(direct.lam, rel=1e-9)
     assert out["replica_test_error"] == pytest.approx(direct.test_error, rel=1e-6)
     assert out["converged"]
+
+
+@pytest.mark.slow
+def test_replica_lam_on_the_path_is_the_curve_point(tmp_path, monkeypatch):
+    """The real theory (few channel samples) on the continuation path: the ERM cell's lam is
+    the point of :func:`bayesslr.theory.lam_opt.optimal_lambda_curve` along REPLICA_PATH at
+    its alpha, and the points below it (a path depends only on what lies below) are kept."""
+    from bayesslr.theory.lam_opt import optimal_lambda_curve
+    from bayesslr.theory.method import erm_options
+
+    monkeypatch.setenv(M.REPLICA_CACHE_ENV, str(tmp_path))
+    monkeypatch.setattr(M, "_REPLICA_MEMO", {})
+    cell = Cell(method="erm:softmax", lam="replica", seed=0,
+                options={**OPTS, "replica_samples": 300},
+                **{**BASE, "delta": 0.01, "alpha": 1.0})
+    out = run_cell(cell)
+    tcell = M.replica_cell(cell, M.SCHEMA.validate(cell.options))
+    topts = M.get_method(tcell.method).schema.validate(tcell.options)
+    curve = optimal_lambda_curve(tcell.task(D=1), "softmax", [0.5, 1.0],
+                                 erm_options(topts, 0))
+    assert out["lam"] == pytest.approx(curve[1].lam, rel=1e-9)
+    assert out["replica_test_error"] == pytest.approx(curve[1].test_error, rel=1e-6)
+    below = M.replica_lam(dataclasses.replace(cell, alpha=0.5),
+                          M.SCHEMA.validate(cell.options))
+    assert below["lam"] == pytest.approx(curve[0].lam, rel=1e-9)
+    assert len(list(tmp_path.glob("*.json"))) == len(M.REPLICA_PATH)

@@ -55,7 +55,16 @@ SCHEMA = schema_of(ERMOptions, "erm") + (
         doc="consecutive seeds from the cell's seed; outputs are means over them"),
     Opt("replica_samples", 20_000, "int", low=100, high=10**8,
         doc="channel samples of the replica theory that lam='replica' asks for its optimal lam"),
+    Opt("replica_path", True, "bool",
+        doc="lam='replica': solve the theory point by continuation along REPLICA_PATH below "
+            "the cell's alpha (false: on its own)"),
 )
+# lam = "replica": the replica points are solved by continuation in alpha from 0.5 along these
+# values (the paper preset's ERM alphas) and the cell's own alpha, each lam of the theory's
+# grid warm-started from the neighbouring alpha (bayesslr.theory.lam_opt.optimal_lambda_curve).
+# A point depends only on the path below it, so the answer at an alpha does not depend on
+# which other cells a sweep holds; one solve of the whole path caches every point on it.
+REPLICA_PATH: tuple[float, ...] = (0.5, 1.0, 2.0, 3.0, 5.0, 8.0, 12.0, 16.0, 20.0)
 GD_SCHEMA = schema_of(GDOptions, "gd")
 
 FLOPS_PER_S = 2e9  # sustained rate assumed for one core by the GD cost model
@@ -185,15 +194,35 @@ def replica_cache_dir() -> Path | None:
     return Path.home() / ".cache" / "bayesslr" / "replica_lam"
 
 
+def _path_below(alpha: float) -> list[float]:
+    """The continuation path of a replica point: :data:`REPLICA_PATH` below ``alpha``, then
+    ``alpha``."""
+    return [a for a in REPLICA_PATH if a < alpha and not math.isclose(a, alpha)] + [alpha]
+
+
 def replica_cell(cell: Cell, opts: Mapping[str, Any]) -> Cell:
     """The ``theory_erm:<activation>`` cell whose ``lam='optimal'`` answers ``lam='replica'`` for
     an ERM cell: same task and ``alpha``, channel seed 0 (the theory's common random numbers,
     not the ERM data seed), ``samples = replica_samples``, every other theory option at its
-    default, no continuation path (the point is solved on its own, so its value does not
-    depend on which other cells a sweep holds)."""
+    default; with ``replica_path``, the continuation path :func:`_path_below` (it depends on
+    ``alpha`` alone, so the value does not depend on which other cells a sweep holds)."""
+    alpha = float(cell.alpha)
+    options: dict[str, Any] = {"samples": opts["replica_samples"]}
+    path = _path_below(alpha) if opts.get("replica_path", True) else [alpha]
+    if len(path) > 1:
+        options["path"] = path
     return Cell(method=f"theory_erm:{cell.activation}", variant=cell.variant, L=cell.L,
-                nu=cell.nu, delta=cell.delta, alpha=cell.alpha, lam="optimal", seed=0,
-                options={"samples": opts["replica_samples"]})
+                nu=cell.nu, delta=cell.delta, alpha=alpha, lam="optimal", seed=0,
+                options=options)
+
+
+def _lock_name(tcell: Cell) -> str:
+    """Lock of a replica solve: per point, or per path (every point on a path is solved by one
+    process; the others wait for it instead of solving the same path again)."""
+    if not tcell.options.get("path"):
+        return _replica_key(tcell)
+    whole = dataclasses.replace(tcell, alpha=None, options={**tcell.options, "path": None})
+    return "path-" + hashlib.sha1(whole.to_json().encode()).hexdigest()[:20]
 
 
 def _replica_key(tcell: Cell) -> str:
@@ -211,7 +240,8 @@ def replica_lam(cell: Cell, opts: Mapping[str, Any]) -> dict[str, Any]:
     theory family's own ``lam='optimal'`` search, :func:`bayesslr.theory.lam_opt.optimal_lambda`)
     once per ``(task, alpha, activation, theory options, theory code version)``: the answer is
     kept in memory and in :func:`replica_cache_dir` (one JSON file per key, written atomically;
-    concurrent workers wait on a lock file instead of solving the same point twice), so the
+    concurrent workers wait on a lock file instead of solving the same point or path twice;
+    on a continuation path, :func:`_solve_replica` keeps every point of the path), so the
     seeds and sizes of a sweep share it.
 
     Returns
@@ -234,7 +264,7 @@ def replica_lam(cell: Cell, opts: Mapping[str, Any]) -> dict[str, Any]:
     path = root / f"{key}.json" if root is not None else None
     rec = _read_json(path) if path is not None else None
     if rec is None and path is not None:
-        rec = _solve_locked(tcell, path)
+        rec = _solve_locked(tcell, path, root / f"{_lock_name(tcell)}.lock")
     if rec is None:
         rec = _solve_replica(tcell)
     if not (rec["converged"] and math.isfinite(rec["lam"])):
@@ -259,15 +289,64 @@ def replica_pending(cell: Cell, opts: Mapping[str, Any]) -> tuple[str, Cell] | N
     return key, tcell
 
 
-def _solve_replica(tcell: Cell) -> dict[str, Any]:
-    from bayesslr.methods import run_cell
-
-    out = run_cell(tcell)
+def _record(tcell: Cell, out: Mapping[str, Any]) -> dict[str, Any]:
     return {"lam": float(out["lam"]), "test_error": float(out["test_error"]),
             "stderr": float(out["stderr"]), "converged": bool(out["converged"]),
             "at_boundary": bool(out.get("lam_at_boundary", False)),
             "reason": str(out.get("reason", "")), "runtime_s": float(out.get("runtime_s", 0)),
             "cell": tcell.to_json()}
+
+
+def _solve_replica(tcell: Cell) -> dict[str, Any]:
+    """Solve a replica point. On a continuation path, the whole of :data:`REPLICA_PATH` is
+    solved (with the point's own ``alpha`` inserted), and every point whose path below it is
+    the canonical one is remembered (memory and disk) under its own key: the other cells of a
+    sweep then find theirs solved."""
+    from bayesslr.methods import run_cell, run_unit
+
+    path = tcell.options.get("path")
+    if not path:
+        return _record(tcell, run_cell(tcell))
+    alpha = float(tcell.alpha)
+    full = sorted({*REPLICA_PATH, alpha})
+    on_grid = any(math.isclose(alpha, a) for a in REPLICA_PATH)
+    cells = [dataclasses.replace(tcell, alpha=a, options={**tcell.options, "path": full})
+             for a in full]
+    outs = run_unit(cells)
+    mine = None
+    for a, out in zip(full, outs, strict=True):
+        if a > alpha and not on_grid:
+            break  # above an off-grid alpha the path is not the canonical one
+        own = dataclasses.replace(tcell, alpha=a, options={**tcell.options,
+                                                           "path": _path_below(a)})
+        if len(own.options["path"]) == 1:
+            own = dataclasses.replace(own, options={k: v for k, v in own.options.items()
+                                                    if k != "path"})
+        rec = _record(own, out)
+        if math.isclose(a, alpha):
+            mine = rec
+        else:
+            _remember(own, rec)
+    assert mine is not None
+    return mine
+
+
+def _remember(tcell: Cell, rec: dict[str, Any]) -> None:
+    """Keep a solved replica point in memory and, when the cache is on, on disk (atomic)."""
+    key = _replica_key(tcell)
+    _REPLICA_MEMO.setdefault(key, rec)
+    root = replica_cache_dir()
+    if root is None:
+        return
+    path = root / f"{key}.json"
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        if not path.exists():
+            tmp = path.with_suffix(f".tmp{os.getpid()}")
+            tmp.write_text(json.dumps(rec, sort_keys=True), encoding="utf-8")
+            os.replace(tmp, path)
+    except OSError:
+        pass
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
@@ -277,13 +356,13 @@ def _read_json(path: Path) -> dict[str, Any] | None:
         return None
 
 
-def _solve_locked(tcell: Cell, path: Path) -> dict[str, Any] | None:
-    """Solve and store under a lock file; ``None`` when the directory cannot be written."""
+def _solve_locked(tcell: Cell, path: Path, lock: Path) -> dict[str, Any] | None:
+    """Solve and store under the lock file ``lock`` (:func:`_lock_name`); ``None`` when the
+    directory cannot be written."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError:
         return None
-    lock = path.with_suffix(".lock")
     while True:
         try:
             fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
