@@ -375,6 +375,7 @@ def test_replica_lam_on_the_path_is_the_curve_point(tmp_path, monkeypatch):
 
     monkeypatch.setenv(M.REPLICA_CACHE_ENV, str(tmp_path))
     monkeypatch.setattr(M, "_REPLICA_MEMO", {})
+    monkeypatch.setattr(M, "REPLICA_PATH", (0.5, 1.0, 2.0))  # three points: CI time
     cell = Cell(method="erm:softmax", lam="replica", seed=0,
                 options={**OPTS, "replica_samples": 300},
                 **{**BASE, "delta": 0.01, "alpha": 1.0})
