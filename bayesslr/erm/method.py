@@ -207,13 +207,20 @@ def replica_cell(cell: Cell, opts: Mapping[str, Any]) -> Cell:
     default; with ``replica_path``, the continuation path :func:`_path_below` (it depends on
     ``alpha`` alone, so the value does not depend on which other cells a sweep holds)."""
     alpha = float(cell.alpha)
-    options: dict[str, Any] = {"samples": opts["replica_samples"]}
-    path = _path_below(alpha) if opts.get("replica_path", True) else [alpha]
-    if len(path) > 1:
-        options["path"] = path
+    options = _point_options(opts["replica_samples"], alpha, opts.get("replica_path", True))
     return Cell(method=f"theory_erm:{cell.activation}", variant=cell.variant, L=cell.L,
                 nu=cell.nu, delta=cell.delta, alpha=alpha, lam="optimal", seed=0,
                 options=options)
+
+
+def _point_options(samples: int, alpha: float, on_path: bool) -> dict[str, Any]:
+    """Theory options of the replica point at ``alpha``: ``samples``, and the continuation path
+    below it when ``on_path`` and there is one."""
+    options: dict[str, Any] = {"samples": samples}
+    path = _path_below(alpha) if on_path else [alpha]
+    if len(path) > 1:
+        options["path"] = path
+    return options
 
 
 def _lock_name(tcell: Cell) -> str:
@@ -317,11 +324,8 @@ def _solve_replica(tcell: Cell) -> dict[str, Any]:
     for a, out in zip(full, outs, strict=True):
         if a > alpha and not on_grid:
             break  # above an off-grid alpha the path is not the canonical one
-        own = dataclasses.replace(tcell, alpha=a, options={**tcell.options,
-                                                           "path": _path_below(a)})
-        if len(own.options["path"]) == 1:
-            own = dataclasses.replace(own, options={k: v for k, v in own.options.items()
-                                                    if k != "path"})
+        own = dataclasses.replace(tcell, alpha=a, options=_point_options(
+            tcell.options["samples"], a, True))
         rec = _record(own, out)
         if math.isclose(a, alpha):
             mine = rec
@@ -342,11 +346,16 @@ def _remember(tcell: Cell, rec: dict[str, Any]) -> None:
     try:
         root.mkdir(parents=True, exist_ok=True)
         if not path.exists():
-            tmp = path.with_suffix(f".tmp{os.getpid()}")
-            tmp.write_text(json.dumps(rec, sort_keys=True), encoding="utf-8")
-            os.replace(tmp, path)
+            _write_json(path, rec)
     except OSError:
         pass
+
+
+def _write_json(path: Path, rec: dict[str, Any]) -> None:
+    """Write ``rec`` to ``path`` atomically (a temporary file, then a rename)."""
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(rec, sort_keys=True), encoding="utf-8")
+    os.replace(tmp, path)
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
@@ -386,9 +395,7 @@ def _solve_locked(tcell: Cell, path: Path, lock: Path) -> dict[str, Any] | None:
         rec = _read_json(path)  # finished while we waited for the lock
         if rec is None:
             rec = _solve_replica(tcell)
-            tmp = path.with_suffix(f".tmp{os.getpid()}")
-            tmp.write_text(json.dumps(rec, sort_keys=True), encoding="utf-8")
-            os.replace(tmp, path)
+            _write_json(path, rec)
         return rec
     finally:
         lock.unlink(missing_ok=True)
