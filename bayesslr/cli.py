@@ -15,7 +15,7 @@ import sys
 import typer
 from typer.exceptions import TyperException  # typer vendors click; its errors derive from this
 
-from bayesslr.task import ConfigError
+from bayesslr.core.task import ConfigError
 
 # verb modules, each with ``register(app)``
 COMMAND_MODULES: tuple[str, ...] = (
@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> None:
     directory in use) exit with code 2 and print one line; a results file that cannot be
     written exits with 4 and one line; Ctrl-C exits with 130.
     """
-    from bayesslr.jaxconfig import configure_jax
+    from bayesslr.core.jaxconfig import configure_jax
 
     configure_jax()
     try:

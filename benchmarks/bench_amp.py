@@ -41,7 +41,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from bayesslr.amp import GampOptions, amp_task_data, gamp  # noqa: E402
-from bayesslr.task import make_task  # noqa: E402
+from bayesslr.core.task import make_task  # noqa: E402
 
 
 def _median_time(fn, *args, repeats: int) -> float:

@@ -29,7 +29,7 @@ import jax
 import pytest
 from bayesslr.bayes.model import marginal_model, model_spec
 from bayesslr.bayes.sampler import SamplerOptions, init_params, sample_posterior
-from bayesslr.task import make_task, sample_task
+from bayesslr.core.task import make_task, sample_task
 
 D, ALPHA, CHAINS, WARMUP, DRAWS = 50, 4, 2, 300, 300
 

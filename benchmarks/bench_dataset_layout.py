@@ -25,7 +25,7 @@ import numpy as np
 import xarray as xr
 
 import bayesslr
-from bayesslr.methods import Cell, run_cell
+from bayesslr.registry import Cell, run_cell
 from bayesslr.sweep.config import PARAM_DIMS, load_preset
 from bayesslr.sweep.dataset import build_dataset
 from bayesslr.sweep.storage import CellRecord, normalize_outputs

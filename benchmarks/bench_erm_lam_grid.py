@@ -44,12 +44,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from bayesslr.activations import get_activation
+from bayesslr.core.activations import get_activation
 from bayesslr.erm import lbfgs
 from bayesslr.erm.lbfgs import lbfgs_solve_compact
 from bayesslr.erm.objective import value_and_grad_batch
 from bayesslr.erm.protocol import ERMOptions, _draw_train, _seed_keys, fit_seeds
-from bayesslr.task import make_task
+from bayesslr.core.task import make_task
 
 GRID = tuple(float(x) for x in np.logspace(-3, 1, 10))
 OPTS = ERMOptions()

@@ -49,12 +49,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bayesslr.activations import get_activation
+from bayesslr.core.activations import get_activation
 from bayesslr.erm import objective as obj
 from bayesslr.erm.lbfgs import lbfgs_solve_compact
 from bayesslr.erm.protocol import ERMOptions, _draw_train, _score, _seed_keys
 from bayesslr.erm.stream import can_stream
-from bayesslr.task import make_task
+from bayesslr.core.task import make_task
 
 
 def show(out: dict, key: str) -> None:

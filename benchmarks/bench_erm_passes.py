@@ -31,7 +31,7 @@ import os
 import numpy as np
 
 from bayesslr.erm.protocol import ERMOptions, fit_seeds
-from bayesslr.task import make_task
+from bayesslr.core.task import make_task
 from bench_erm_lam_grid import eval_times  # the same timing of one shared evaluation
 
 

@@ -25,13 +25,13 @@ import jax
 
 from bayesslr.bayes.model import model_spec
 from bayesslr.bayes.sampler import SamplerOptions, init_params, sample_posterior
+from bayesslr.core.task import make_task
 from bayesslr.inference.evaluate import task_data
 from bayesslr.inference.mcmc import MCMCSettings, run_mcmc
-from bayesslr.task import make_task
 
 
 def main(D: int = 100, alpha: float = 5.0) -> None:
-    from bayesslr.jaxconfig import configure_jax
+    from bayesslr.core.jaxconfig import configure_jax
 
     configure_jax()
     print(f"load average {os.getloadavg()}, jax {jax.__version__}, D={D}, alpha={alpha}")
@@ -58,7 +58,7 @@ def main(D: int = 100, alpha: float = 5.0) -> None:
               f"{rate:.0f} per second; ratio to one-scan {rate / one_scan:.2f}")
 
     # 2. per algorithm
-    from bayesslr.methods import Cell, run_cell
+    from bayesslr.registry import Cell, run_cell
 
     print(f"{'method':34s} {'grads/s':>9s} {'compile_s':>9s} {'run_s':>7s}")
     for m in ("nuts-random", "hmc-random", "gibbs-random", "advi-random", "lowrank-random",

@@ -33,7 +33,7 @@ import statistics
 import time
 from pathlib import Path
 
-from bayesslr.methods import Cell, run_unit, units
+from bayesslr.registry import Cell, run_unit, units
 from bayesslr.sweep.config import cell_key, load_config
 from bayesslr.sweep.cost import model_seconds, prerequisites
 
@@ -116,7 +116,7 @@ def _prerequisite_model(rec: dict, cells: list[Cell]) -> float:
     if "prerequisites_s" in rec:
         return float(rec["prerequisites_s"])
     from bayesslr.erm.method import replica_cell
-    from bayesslr.methods import get_method
+    from bayesslr.registry import get_method
 
     out = 0.0
     for c in cells:

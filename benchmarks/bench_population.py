@@ -11,8 +11,8 @@ import time
 import pytest
 
 import bayesslr  # noqa: F401  (JAX configuration, compilation cache)
-from bayesslr.population import bayes_risk, best_excess_risk
-from bayesslr.task import make_task
+from bayesslr.core.task import make_task
+from bayesslr.population.method import bayes_risk, best_excess_risk
 
 CASES = [("spiked", "3", 2.0), ("max", "1,2,3", 2.0)]
 

@@ -11,7 +11,7 @@ Parts:
 
 * ``grad``: cost of one gradient of the potential per chain, for 1 chain, 2 and 4 chains under
   ``vmap`` and 2 chains under ``lax.map``, with the fields computed as one stacked contraction
-  ``X [k v]`` (``bayesslr.task.fields``, the model's) or as two separate ones; float32 and
+  ``X [k v]`` (``bayesslr.core.task.fields``, the model's) or as two separate ones; float32 and
   float64. Each timing is a ``fori_loop`` of 2000 gradients inside one ``jit``.
 * ``warmup``: warm-up length and adaptation (``adapt=grad`` our gradient-based diagonal, pooled
   over chains; ``adapt=stan`` NumPyro's windowed Welford; ``mass`` diag/dense/none), 500 draws:
@@ -44,7 +44,7 @@ from jax import lax
 from bayesslr.bayes import arviz_adapter
 from bayesslr.bayes.model import model_spec
 from bayesslr.bayes.sampler import SamplerOptions, init_params, potential_fn_gen, sample_posterior
-from bayesslr.task import make_task, sample_task
+from bayesslr.core.task import make_task, sample_task
 
 _sample_task = jax.jit(sample_task, static_argnums=(1, 2, 3))
 

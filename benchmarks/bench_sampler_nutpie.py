@@ -53,7 +53,7 @@ import numpy as np
 from bayesslr.bayes import arviz_adapter
 from bayesslr.bayes.model import model_spec
 from bayesslr.bayes.sampler import SamplerOptions, init_params, potential_fn_gen, sample_posterior
-from bayesslr.task import make_task, sample_task
+from bayesslr.core.task import make_task, sample_task
 
 D, ALPHA, CHAINS = 100, 4, 2
 TASK = make_task("spiked", L=3, nu=2.0, delta=0.01, D=D)

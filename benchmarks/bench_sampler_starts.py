@@ -25,7 +25,7 @@ import json
 import time
 from pathlib import Path
 
-from bayesslr.methods import Cell, run_cell
+from bayesslr.registry import Cell, run_cell
 
 
 def measure(out: Path, Ds, alphas, seeds, adapts, warmup: int, draws: int) -> None:

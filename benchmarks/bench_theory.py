@@ -38,9 +38,9 @@ import jax.numpy as jnp
 import numpy as np
 
 import bayesslr  # noqa: F401  (configures JAX)
-from bayesslr.activations import get_activation
-from bayesslr.channel import channel64
-from bayesslr.task import make_task
+from bayesslr.core.activations import get_activation
+from bayesslr.core.task import make_task
+from bayesslr.population.teacher_channel import channel64
 from bayesslr.theory import bayes as tb
 from bayesslr.theory.channel import cold_starts, prox_step, tracked_starts
 from bayesslr.theory.erm import ErmTheoryOptions, solve_erm

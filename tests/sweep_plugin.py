@@ -16,8 +16,8 @@ import time
 
 import numpy as np
 
-from bayesslr.methods import Cell, Output, common, register
-from bayesslr.options import Opt, Schema
+from bayesslr.core.options import Opt, Schema
+from bayesslr.registry import Cell, Output, common, register
 
 SCHEMA = Schema("sweeptest", (
     Opt("sleep", 0.0, "real", low=0.0, high=600.0, doc="seconds to sleep before returning"),

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from scipy.special import erf, softmax
 
-from bayesslr.activations import ACTIVATIONS, get_activation, predict
-from bayesslr.task import ConfigError
+from bayesslr.core.activations import ACTIVATIONS, get_activation, predict
+from bayesslr.core.task import ConfigError
 
 RNG = np.random.default_rng(0)
 CHI = RNG.normal(size=(6, 4)) * 2.0

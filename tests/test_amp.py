@@ -19,7 +19,6 @@ import pandas as pd
 import pytest
 from conftest import run_cli
 
-from bayesslr import metrics
 from bayesslr.amp import (
     GampOptions,
     amp_task_data,
@@ -29,8 +28,9 @@ from bayesslr.amp import (
     gamp_predict,
 )
 from bayesslr.amp.channel import output_functions, prior_precision
-from bayesslr.methods import Cell, run_cell
-from bayesslr.task import ConfigError, make_task, sample_task
+from bayesslr.core import metrics
+from bayesslr.core.task import ConfigError, make_task, sample_task
+from bayesslr.registry import Cell, run_cell
 from bayesslr.theory import bayes as tb
 
 
@@ -385,7 +385,7 @@ def test_gamp_is_the_posterior_mean_that_nuts_samples():
     squared difference."""
     from bayesslr.bayes.posterior import sample_posterior
     from bayesslr.bayes.sampler import SamplerOptions
-    from bayesslr.task import algorithm_key, seed_key
+    from bayesslr.core.task import algorithm_key, seed_key
 
     task = make_task("spiked", 3, 2.0, 0.01, 100)
     key = seed_key(1)

@@ -23,11 +23,11 @@ from bayesslr.bayes.model import (
     model_spec,
 )
 from bayesslr.bayes.predict import overlaps, posterior_predict
-from bayesslr.methods import Cell, run_cell
-from bayesslr.metrics import oracle_predict
-from bayesslr.metrics import test_errors as excess_errors
-from bayesslr.task import ConfigError, Teacher, make_task
-from bayesslr.task import sample_task as _sample_task_eager
+from bayesslr.core.metrics import oracle_predict
+from bayesslr.core.metrics import test_errors as excess_errors
+from bayesslr.core.task import ConfigError, Teacher, make_task
+from bayesslr.core.task import sample_task as _sample_task_eager
+from bayesslr.registry import Cell, run_cell
 
 # data in one compiled call per shape (eager generation compiles op by op)
 sample_task = jax.jit(_sample_task_eager, static_argnums=(1, 2, 3))

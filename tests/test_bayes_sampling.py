@@ -24,9 +24,9 @@ from bayesslr.bayes.model import log_lik_samples, model_spec, token_log_weights
 from bayesslr.bayes.predict import overlaps, posterior_predict
 from bayesslr.bayes.sampler import SamplerOptions, init_params, sample_posterior
 from bayesslr.cli import main
-from bayesslr.metrics import test_errors as excess_errors
-from bayesslr.population import bayes_risk
-from bayesslr.task import Teacher, make_task, sample_data, sample_task
+from bayesslr.core.metrics import test_errors as excess_errors
+from bayesslr.core.task import Teacher, make_task, sample_data, sample_task
+from bayesslr.population.method import bayes_risk
 
 # data in one compiled call per shape (eager generation compiles op by op)
 sample_task = jax.jit(sample_task, static_argnums=(1, 2, 3))
@@ -245,7 +245,7 @@ def test_cli_refusals_exit_2_with_one_line(capsys, extra, needle):
 @pytest.mark.slow
 def test_bayes_error_below_softmax_and_linear_erm_on_the_same_data(cli_both):
     """Same seed, hence same teacher, training and test data (docs/estimators.md protocol)."""
-    from bayesslr.methods import Cell, run_cell
+    from bayesslr.registry import Cell, run_cell
 
     bayes, _ = cli_both
     for method in ("erm:softmax", "erm:linear"):
@@ -257,7 +257,7 @@ def test_bayes_error_below_softmax_and_linear_erm_on_the_same_data(cli_both):
 @pytest.mark.slow
 def test_anneal_start_through_the_registry(ladder):
     """``init="anneal"``: a rung on half the data, then the full data, one compiled sampler."""
-    from bayesslr.methods import Cell, run_cell
+    from bayesslr.registry import Cell, run_cell
 
     res = run_cell(Cell(method="bayes_sampling", variant="spiked", L="3", nu=2.0, delta=0.01,
                         alpha=8.0, D=20, seed=0,

@@ -17,7 +17,7 @@ import pytest
 from bayesslr.bayes import arviz_adapter
 from bayesslr.bayes.sampler import SamplerOptions, resolve_adapt
 from bayesslr.bayes.warmup import LATE_SWITCH, run, schedule
-from bayesslr.task import ConfigError
+from bayesslr.core.task import ConfigError
 
 P, CHAINS, WARMUP, DRAWS = 12, 2, 300, 1000
 SCALES = np.geomspace(0.1, 10.0, P)

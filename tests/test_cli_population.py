@@ -9,8 +9,8 @@ import sys
 import pytest
 from conftest import run_cli
 
-from bayesslr.population import linear_spiked_closed_form
-from bayesslr.task import make_task
+from bayesslr.core.task import make_task
+from bayesslr.population.method import linear_spiked_closed_form
 
 
 def _run(argv, capsys):

@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 from conftest import run_cli
 
-from bayesslr.activations import get_activation
+from bayesslr.core.activations import get_activation
+from bayesslr.core.task import OVERLAP_NAMES, ConfigError, Data, make_task, sample_task
 from bayesslr.erm import ERMOptions, erm_fit, fit_seeds, gd_trajectory, select_lam
 from bayesslr.erm import protocol as P
 from bayesslr.erm.objective import objective as _objective
-from bayesslr.methods import Cell, run_cell
-from bayesslr.task import OVERLAP_NAMES, ConfigError, Data, make_task, sample_task
+from bayesslr.registry import Cell, run_cell
 
 D, N, SEEDS = 32, 160, (0, 1)
 GRID = (0.01, 0.1, 1.0)

@@ -19,13 +19,13 @@ import numpy as np
 import pytest
 from jax import monitoring
 
-from bayesslr.activations import ACTIVATIONS
+from bayesslr.core.activations import ACTIVATIONS
+from bayesslr.core.task import ConfigError, make_task, sample_task
 from bayesslr.erm import lbfgs
 from bayesslr.erm import method as M
 from bayesslr.erm import protocol as P
 from bayesslr.erm.objective import objective_batch, value_and_grad_batch
-from bayesslr.methods import Cell, run_cell, run_unit, units
-from bayesslr.task import ConfigError, make_task, sample_task
+from bayesslr.registry import Cell, run_cell, run_unit, units
 
 D, N = 32, 160
 GRID = (0.01, 0.1, 1.0)
@@ -87,9 +87,9 @@ def test_streamed_draw_is_sample_task(variant, L, nu):
     terms: the same Threefry bits, the same operations; only XLA's fusion of the float
     arithmetic differs (as between any two compilations of ``sample_task``), so values agree
     to float32 rounding: 4 ulp of numbers of order 5 is 2.4e-6."""
-    from bayesslr.activations import predict
+    from bayesslr.core.activations import predict
+    from bayesslr.core.metrics import oracle_terms
     from bayesslr.erm import stream as S
-    from bayesslr.metrics import oracle_terms
 
     t = make_task(variant, L=L, nu=nu, delta=0.01, D=37)
     key = jax.random.key(5)
@@ -182,7 +182,7 @@ def test_cells_differing_only_in_lam_are_one_unit():
 
 
 def test_a_unit_returns_what_each_cell_returns_alone(task):
-    """The batch contract (:attr:`bayesslr.methods.MethodSpec.batch`): overlaps within the
+    """The batch contract (:attr:`bayesslr.registry.MethodSpec.batch`): overlaps within the
     stopping-rule bound, test errors within a hundredth of their test-set error bar."""
     cells = _cells(GRID)
     together = run_unit(cells)
@@ -274,7 +274,7 @@ def test_replica_path_is_solved_once_and_every_point_kept(tmp_path, monkeypatch)
     it), so a cell at another alpha of the path solves nothing; an alpha off the path solves a
     path with it inserted and keeps only the points at and below it (those above are not on
     the canonical path). Cells wanting the same path share one lock."""
-    import bayesslr.methods as methods
+    import bayesslr.registry as methods
 
     monkeypatch.setenv(M.REPLICA_CACHE_ENV, str(tmp_path))
     monkeypatch.setattr(M, "_REPLICA_MEMO", {})

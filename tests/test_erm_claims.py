@@ -14,9 +14,9 @@ import jax
 import numpy as np
 import pytest
 
+from bayesslr.core.task import make_task, sample_teacher
 from bayesslr.erm import ERMOptions, erm_fit, fit_seeds
-from bayesslr.population import bayes_risk, best_excess_risk
-from bayesslr.task import make_task, sample_teacher
+from bayesslr.population.method import bayes_risk, best_excess_risk
 
 pytestmark = pytest.mark.slow
 

@@ -22,6 +22,7 @@ import pytest
 from bayesslr.bayes import arviz_adapter
 from bayesslr.bayes.model import log_lik_samples, model_spec
 from bayesslr.bayes.sampler import init_params, potential_fn_gen
+from bayesslr.core.task import ConfigError, make_task
 from bayesslr.inference import reference as ref
 from bayesslr.inference.evaluate import per_input_errors, score, task_data
 from bayesslr.inference.mcmc import (
@@ -30,8 +31,7 @@ from bayesslr.inference.mcmc import (
     location_conditional_logits,
     run_mcmc,
 )
-from bayesslr.methods import Cell, get_method, run_cell, validate_cell
-from bayesslr.task import ConfigError, make_task
+from bayesslr.registry import Cell, get_method, run_cell, validate_cell
 
 TINY = dict(variant="spiked", L=2, nu=1.0, delta=0.5, D=3)
 

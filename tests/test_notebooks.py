@@ -109,6 +109,6 @@ def test_notebooks_execute_and_export(report, capsys):
 
 
 def _tree(path):
-    from bayesslr.report import load_results
+    from bayesslr.results.load import load_results
 
     return load_results(path)

@@ -9,8 +9,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from bayesslr.activations import ACTIVATIONS, get_activation, predict
-from bayesslr.population import (
+from bayesslr.core.activations import ACTIVATIONS, get_activation, predict
+from bayesslr.core.task import ConfigError, Teacher, location_posterior, make_task, sample_data
+from bayesslr.population.method import (
     ab_terms,
     bayes_risk,
     best_excess_risk,
@@ -18,7 +19,6 @@ from bayesslr.population import (
     linear_spiked_closed_form,
     mc_fields,
 )
-from bayesslr.task import ConfigError, Teacher, location_posterior, make_task, sample_data
 
 
 def _z(a, b):

@@ -13,9 +13,9 @@ from conftest import run_cli
 from test_report import synthetic
 
 import bayesslr
-from bayesslr import reference
+from bayesslr.core.task import ConfigError
 from bayesslr.report import show
-from bayesslr.task import ConfigError
+from bayesslr.results import reference
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +46,7 @@ def test_build_records_provenance(packaged):
 
 def test_report_reference_writes_figures_without_computing(packaged, tmp_path, capsys,
                                                           monkeypatch):
-    import bayesslr.methods as methods
+    import bayesslr.registry as methods
 
     def refuse(*a, **k):
         raise AssertionError("report --reference must not compute cells")

@@ -10,8 +10,8 @@ import resource
 import pytest
 from conftest import run_cli
 
-from bayesslr.methods import Cell, families, memory_limit, validate_cell
-from bayesslr.task import ConfigError
+from bayesslr.core.task import ConfigError
+from bayesslr.registry import Cell, families, memory_limit, validate_cell
 
 HUGE = [
     (["population", "--L", "1000000000"], "needs about"),

@@ -32,6 +32,7 @@ import pytest
 import xarray as xr
 from conftest import run_cli
 
+from bayesslr.core.task import ConfigError, LengthLaw
 from bayesslr.sweep.config import cell_key, load_config, parse_config
 from bayesslr.sweep.dataset import comparable
 from bayesslr.sweep.executors import load_plugins
@@ -44,7 +45,6 @@ from bayesslr.sweep.storage import (
     _tmp_path,
     read_cell_file,
 )
-from bayesslr.task import ConfigError, LengthLaw
 
 PLUGIN = str(Path(__file__).resolve().parent / "sweep_plugin.py")
 REPO = Path(__file__).resolve().parent.parent
@@ -566,14 +566,14 @@ def test_checksum_catches_a_number_changed_by_hand(tmp_path, capsys, plugin):
 
 
 def _set_version(monkeypatch, version: str) -> None:
-    from bayesslr import methods
+    from bayesslr import registry
 
-    spec = methods.get_method("sweeptest:a")
+    spec = registry.get_method("sweeptest:a")
     try:
         new = dataclasses.replace(spec, version=version)
     except TypeError:  # a registry without code versions
         new = types.SimpleNamespace(**vars(spec), version=version)
-    monkeypatch.setitem(methods._REGISTRY, "sweeptest", new)
+    monkeypatch.setitem(registry._REGISTRY, "sweeptest", new)
 
 
 def test_cells_of_an_older_code_version_are_reported_and_recomputed(tmp_path, capsys,
@@ -652,7 +652,7 @@ def test_output_files_get_the_mode_the_umask_gives(tmp_path, capsys, umask):
 def test_cell_files_hold_any_text():
     """Text a method returns or raises is stored whatever it holds (NUL characters, bytes that
     are not UTF-8), never a crash of the sweep at the write; the checksum covers it."""
-    from bayesslr.methods import Cell
+    from bayesslr.registry import Cell
     from bayesslr.sweep.storage import CellRecord, clean_text, decode_cell, encode_cell
     from bayesslr.sweep.storage import normalize_outputs as norm
 

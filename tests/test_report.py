@@ -18,7 +18,7 @@ import xarray as xr
 from conftest import run_cli
 from matplotlib.figure import Figure
 
-from bayesslr.methods import Cell, get_method
+from bayesslr.registry import Cell, get_method
 from bayesslr.report import FIGURES, NothingToPlot, all_verdicts, tables, write_report
 from bayesslr.report import claims as C
 from bayesslr.report.figures import curve, legibility_problems, sizes_of

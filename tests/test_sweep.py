@@ -21,12 +21,12 @@ import pytest
 import xarray as xr
 
 from bayesslr.cli import main
+from bayesslr.core.task import ConfigError
 from bayesslr.sweep.config import cell_key, parse_config
 from bayesslr.sweep.dataset import comparable
 from bayesslr.sweep.executors import load_plugins
 from bayesslr.sweep.runner import run_sweep
 from bayesslr.sweep.storage import _HOST, ResultStore
-from bayesslr.task import ConfigError
 
 PLUGIN = str(Path(__file__).resolve().parent / "sweep_plugin.py")
 REPO = Path(__file__).resolve().parent.parent
@@ -351,7 +351,7 @@ def test_killed_runs_resume_without_recomputing(tmp_path, plugin):
 def test_presets_are_valid(capsys, tmp_path):
     """Every preset validates (methods of families not registered here are reported, not
     silently dropped); the quick preset validates as shipped; --dry-run prints count and cost."""
-    from bayesslr.methods import FAMILY_MODULES
+    from bayesslr.registry import FAMILY_MODULES
     from bayesslr.sweep.config import available_methods, load_preset, preset_names, preset_raw
 
     assert {"quick", "paper"} <= set(preset_names())

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from jax.scipy.stats import norm
 
-from bayesslr.task import (
+from bayesslr.core.task import (
     ConfigError,
     LengthLaw,
     location_posterior,

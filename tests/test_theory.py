@@ -18,11 +18,11 @@ import pytest
 import scipy.stats
 from typer.testing import CliRunner
 
-from bayesslr.channel import channel64
 from bayesslr.cli import app
-from bayesslr.methods import Cell, run_cell
-from bayesslr.population import bayes_risk
-from bayesslr.task import ConfigError, make_task
+from bayesslr.core.task import ConfigError, make_task
+from bayesslr.population.method import bayes_risk
+from bayesslr.population.teacher_channel import channel64
+from bayesslr.registry import Cell, run_cell
 from bayesslr.theory import bayes as tb
 from bayesslr.theory.solver import SolverOptions, continuation, solve_fixed_point
 

@@ -16,8 +16,8 @@ import scipy.stats
 from typer.testing import CliRunner
 
 from bayesslr.cli import app
-from bayesslr.methods import Cell, run_cell
-from bayesslr.task import make_task
+from bayesslr.core.task import make_task
+from bayesslr.registry import Cell, run_cell
 from bayesslr.theory import bayes as tb
 from bayesslr.theory.erm import ErmTheoryOptions, diagnose, erm_curve, solve_erm
 from bayesslr.theory.lam_opt import optimal_lambda

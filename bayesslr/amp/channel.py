@@ -22,8 +22,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from bayesslr.jaxconfig import Array
-from bayesslr.task import TaskConfig
+from bayesslr.core.jaxconfig import Array
+from bayesslr.core.task import TaskConfig
 from bayesslr.theory.bayes import log_c, log_zout
 
 

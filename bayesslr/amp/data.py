@@ -1,6 +1,6 @@
 """The suite's teacher, training and test data for GAMP, with one copy of ``X`` in memory.
 
-:func:`bayesslr.task.sample_task` is the data contract: a seed's key is split into
+:func:`bayesslr.core.task.sample_task` is the data contract: a seed's key is split into
 ``(k_teacher, k_train, k_test)`` and the teacher, the training set and the test set are drawn
 from those keys (docs/model.md §1). Compiled as one program, that draw keeps XLA's
 intermediates of the random tokens alive at once (the counters, two words of random bits, the
@@ -12,7 +12,7 @@ JAX's (partitionable) threefry generator gives the token at flat index ``f`` the
 ``threefry2x32(key, f)`` whatever the rest of the array, so a block of rows is drawn from its
 own range of counters, turned into normals by the same formula as ``jax.random.normal``
 (uniform on ``(-1, 1)`` from the top 23 bits, then ``sqrt(2) erfinv``), and the spike, the
-mask, the location draw and the labels follow :func:`bayesslr.task._sample_data` line by
+mask, the location draw and the labels follow :func:`bayesslr.core.task._sample_data` line by
 line. The tests check it against ``sample_task``: the same normals bit for bit, the same
 locations, spiked tokens and labels equal to float rounding (1 ulp: XLA fuses the spike's
 multiply-add differently). Peak memory: ``X`` itself plus one block. Small draws (both ``X``
@@ -28,8 +28,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.extend.random import threefry2x32_p
 
-from bayesslr.jaxconfig import Array, PRNGKey
-from bayesslr.task import (
+from bayesslr.core.jaxconfig import Array, PRNGKey
+from bayesslr.core.task import (
     Data,
     TaskConfig,
     Teacher,
@@ -66,7 +66,8 @@ def _normal_block(kx_data: Array, first: Array, size: int, dtype) -> Array:
 
 @partial(jax.jit, static_argnums=(1, 3, 4))
 def _blocked_data(key: PRNGKey, task: TaskConfig, teacher: Teacher, n: int, rows: int) -> Data:
-    """:func:`bayesslr.task._sample_data` drawn ``rows`` samples at a time (module docstring)."""
+    """:func:`bayesslr.core.task._sample_data` drawn ``rows`` samples at a time (module
+    docstring)."""
     kL, kx, ke, kn = jax.random.split(key, 4)
     L_max, D = task.L_max, task.D
     dtype = jnp.result_type(float)
@@ -109,7 +110,7 @@ def _blocked_data(key: PRNGKey, task: TaskConfig, teacher: Teacher, n: int, rows
 
 def sample_data_blocked(key: PRNGKey, task: TaskConfig, teacher: Teacher, n: int, *,
                         block_bytes: int = BLOCK_BYTES) -> Data:
-    """``bayesslr.task.sample_data(key, task, teacher, n)`` with one ``X`` in memory."""
+    """``bayesslr.core.task.sample_data(key, task, teacher, n)`` with one ``X`` in memory."""
     n = check_int("n", n, low=1)
     if n * task.L_max * task.D >= 2**32:
         raise ValueError("more than 2^32 tokens entries: beyond the blocked generator")

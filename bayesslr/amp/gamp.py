@@ -37,9 +37,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from bayesslr.amp.channel import attention_weights, output_functions_blocked, prior_precision
-from bayesslr.jaxconfig import Array, PRNGKey
-from bayesslr.options import Validated, option
-from bayesslr.task import ConfigError, Data, TaskConfig, Teacher
+from bayesslr.core.jaxconfig import Array, PRNGKey
+from bayesslr.core.options import Validated, option
+from bayesslr.core.task import ConfigError, Data, TaskConfig, Teacher
 from bayesslr.theory.bayes import (
     MAX_QUADRATURES,
     BayesTheoryOptions,

@@ -1,12 +1,12 @@
 """The registered family ``amp``: one cell -> GAMP on the seed's data (``docs/amp.md``).
 
 The CLI verb ``bayesslr amp`` and the sweep runner both go through :func:`amp_cell` (via
-:func:`bayesslr.methods.run_cell`). Teacher, training data (``N = round(alpha D)``) and test
+:func:`bayesslr.registry.run_cell`). Teacher, training data (``N = round(alpha D)``) and test
 data are the seed's (:func:`bayesslr.amp.data.amp_task_data`: ``sample_task``'s draws); the
 start's randomness comes from ``algorithm_key(key, "sampler")``. The test set is drawn after
 GAMP has run and the training ``X`` is freed (its own key: the same numbers as drawing it
 first), so only one ``X`` is ever in memory. The error is the suite's one
-measurement (:func:`bayesslr.metrics.test_errors`) of GAMP's posterior-mean predictor
+measurement (:func:`bayesslr.core.metrics.test_errors`) of GAMP's posterior-mean predictor
 (:func:`bayesslr.amp.gamp.gamp_predict`) on the fresh test set, with the oracle on the same set.
 """
 
@@ -21,10 +21,10 @@ import numpy as np
 
 from bayesslr.amp.data import BLOCK_BYTES, EXACT_BELOW_BYTES, amp_test_data, amp_train_data
 from bayesslr.amp.gamp import GampOptions, gamp, gamp_predict
-from bayesslr.methods import Cell, PlotStyle, Resources, common, outputs, register
-from bayesslr.metrics import test_errors
-from bayesslr.options import Opt, schema_of
-from bayesslr.task import LengthLaw, algorithm_key, seed_key
+from bayesslr.core.metrics import test_errors
+from bayesslr.core.options import Opt, schema_of
+from bayesslr.core.task import LengthLaw, algorithm_key, seed_key
+from bayesslr.registry import Cell, PlotStyle, Resources, common, outputs, register
 
 SCHEMA = schema_of(GampOptions, "amp") + (
     Opt("n_test", 10_000, "int", low=2, high=10**8, doc="fresh test inputs"),

@@ -1,7 +1,7 @@
 """The registered method ``bayes_sampling``: one cell -> the Bayes-optimal estimator by NUTS.
 
 Spec section 6. The CLI verb ``bayesslr sample`` and the sweep runner both go through
-:func:`bayes_sampling_cell` (via :func:`bayesslr.methods.run_cell`).
+:func:`bayes_sampling_cell` (via :func:`bayesslr.registry.run_cell`).
 """
 
 from __future__ import annotations
@@ -28,10 +28,9 @@ from bayesslr.bayes.sampler import (
     sample_posterior,
 )
 from bayesslr.bayes.sampler import SCHEMA as SAMPLER_SCHEMA
-from bayesslr.methods import Cell, PlotStyle, Resources, common, outputs, register
-from bayesslr.metrics import test_errors
-from bayesslr.options import Opt
-from bayesslr.task import (
+from bayesslr.core.metrics import test_errors
+from bayesslr.core.options import Opt
+from bayesslr.core.task import (
     ConfigError,
     Data,
     LengthLaw,
@@ -41,6 +40,7 @@ from bayesslr.task import (
     sample_task,
     seed_key,
 )
+from bayesslr.registry import Cell, PlotStyle, Resources, common, outputs, register
 
 # teacher, training and test data in one compiled call (eager generation compiles op by op)
 _sample_task = jax.jit(sample_task, static_argnums=(1, 2, 3))

@@ -24,7 +24,7 @@ Every sample carries a weight ``w_i`` (1 by default) multiplying its log-likelih
 weights one compiled sampler serves nested data sets (annealing along ``alpha``, several
 ``alpha`` at one ``D``) without recompiling.
 
-Data conventions are those of :mod:`bayesslr.task`: ``X`` is ``(n, L_max, D)`` padded with zero
+Data conventions are those of :mod:`bayesslr.core.task`: ``X`` is ``(n, L_max, D)`` padded with zero
 tokens, ``mask`` ``(n, L_max)`` True where a token exists.
 """
 
@@ -40,8 +40,8 @@ import numpy as np
 import numpyro
 import numpyro.distributions as dist
 
-from bayesslr.jaxconfig import Array
-from bayesslr.task import ConfigError, TaskConfig, fields
+from bayesslr.core.jaxconfig import Array
+from bayesslr.core.task import ConfigError, TaskConfig, fields
 
 LOG_2PI = math.log(2.0 * math.pi)
 

@@ -1,8 +1,8 @@
 """The posterior of given data as one object (the Python API of the Bayes-optimal estimator).
 
 :func:`sample_posterior` runs the suite's NUTS (:mod:`bayesslr.bayes.sampler`) on any data set
-(drawn by :func:`bayesslr.task.sample_task`, or a user's arrays through
-:func:`bayesslr.task.as_data`) and returns a :class:`Posterior`: the draws, the ArviZ
+(drawn by :func:`bayesslr.core.task.sample_task`, or a user's arrays through
+:func:`bayesslr.core.task.as_data`) and returns a :class:`Posterior`: the draws, the ArviZ
 ``InferenceData``, the diagnostics and their verdict, the posterior-mean overlaps (with a
 teacher) and the posterior-mean prediction ``predict(X)`` (the exact Bayes predictor: one
 softmax over draws and locations, docs/estimators.md).
@@ -30,8 +30,8 @@ from bayesslr.bayes.sampler import (
 from bayesslr.bayes.sampler import (
     sample_posterior as _nuts,
 )
-from bayesslr.jaxconfig import Array, PRNGKey
-from bayesslr.task import ConfigError, Data, TaskConfig, Teacher
+from bayesslr.core.jaxconfig import Array, PRNGKey
+from bayesslr.core.task import ConfigError, Data, TaskConfig, Teacher
 
 DEFAULT_ANNEAL = (0.125, 0.25, 0.5)
 

@@ -10,7 +10,7 @@ With posterior draws ``(k_s, v_s)``, ``s = 1..S``, and a test input ``X``:
 
 Both are streamed over chunks of draws with a running log-sum-exp, so memory stays flat in ``S``.
 
-The predictions are scored by :func:`bayesslr.metrics.test_errors`, the suite's one error
+The predictions are scored by :func:`bayesslr.core.metrics.test_errors`, the suite's one error
 measurement (Rao-Blackwellised excess error, the oracle on the same test set).
 """
 
@@ -24,9 +24,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from bayesslr.bayes.model import ModelSpec, token_log_weights
-from bayesslr.jaxconfig import Array
-from bayesslr.task import Teacher
-from bayesslr.task import overlaps as task_overlaps
+from bayesslr.core.jaxconfig import Array
+from bayesslr.core.task import Teacher
+from bayesslr.core.task import overlaps as task_overlaps
 
 
 class Predictions(NamedTuple):

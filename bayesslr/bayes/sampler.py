@@ -21,7 +21,7 @@
   NumPyro's NUTS trajectory builder and the model's log density, kept per static
   configuration; data, weights, ``nu`` and ``Delta`` are traced arguments (NumPyro's
   ``jit_model_args``), so seeds and data of one shape never recompile, and JAX's persistent
-  compilation cache keeps the executable across processes (:mod:`bayesslr.jaxconfig`).
+  compilation cache keeps the executable across processes (:mod:`bayesslr.core.jaxconfig`).
   (``MCMC.run`` retraces its loop on every call: about 5 s per posterior, measured.)
 * **Precision**: ``x64`` runs the sampler in float64; the data are generated before (in the
   caller's precision) and only cast, so both precisions see the same data.
@@ -45,9 +45,9 @@ from numpyro.infer.util import log_density
 from bayesslr.bayes import arviz_adapter
 from bayesslr.bayes import warmup as _warmup
 from bayesslr.bayes.model import MODELS, ModelSpec, log_lik_samples
-from bayesslr.jaxconfig import Array, PRNGKey
-from bayesslr.options import Validated, option, schema_of
-from bayesslr.task import ConfigError, Data, Teacher
+from bayesslr.core.jaxconfig import Array, PRNGKey
+from bayesslr.core.options import Validated, option, schema_of
+from bayesslr.core.task import ConfigError, Data, Teacher
 
 INITS: tuple[str, ...] = ("teacher", "random", "anneal")
 CHAIN_METHODS: tuple[str, ...] = ("vectorized", "parallel", "sequential")

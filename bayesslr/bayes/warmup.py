@@ -39,7 +39,7 @@ from numpyro.infer.hmc_util import (
     velocity_verlet,
 )
 
-from bayesslr.jaxconfig import Array, PRNGKey
+from bayesslr.core.jaxconfig import Array, PRNGKey
 
 # window fractions and switch frequencies of the gradient-based warm-up (see module docstring)
 EARLY_FRACTION = 0.3

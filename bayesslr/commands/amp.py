@@ -1,6 +1,6 @@
 """``bayesslr amp``: GAMP on one task's data (docs/amp.md, ``docs/amp.md``).
 
-A one-cell sweep: the flags build a :class:`bayesslr.methods.Cell` of the family ``amp``
+A one-cell sweep: the flags build a :class:`bayesslr.registry.Cell` of the family ``amp``
 (options, ranges and defaults from its registry schema) and
 :func:`bayesslr.commands.common.run_one` runs it as ``bayesslr run`` does. The JSON holds
 ``test_error``, ``stderr``, ``oracle_error``, the overlaps ``m_k, q_k, m_v, q_v``,
@@ -25,8 +25,8 @@ from bayesslr.commands.common import (
     run_one,
     schema_option,
 )
-from bayesslr.methods import Cell
-from bayesslr.task import check_int
+from bayesslr.core.task import check_int
+from bayesslr.registry import Cell
 
 
 def _opt(name: str, flag: str | None = None):

@@ -12,8 +12,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from bayesslr.methods import Cell, families, run_unit, units, validate_cell
-from bayesslr.task import ConfigError, TaskConfig, check_int, check_real, make_task
+from bayesslr.core.task import ConfigError, TaskConfig, check_int, check_real, make_task
+from bayesslr.registry import Cell, families, run_unit, units, validate_cell
 
 # The task options every verb shares (annotated types, so each verb keeps its own default).
 VariantOpt = Annotated[str, typer.Option(help="Task variant: spiked or max.")]
@@ -107,7 +107,7 @@ class CellFailed(Exception):
 
 def run_cells(cells: list[Cell]) -> list[dict[str, Any]]:
     """Run cells in this process exactly as a sweep runs them: every cell validated first,
-    grouped into units of work (:func:`bayesslr.methods.units`), run by the in-process
+    grouped into units of work (:func:`bayesslr.registry.units`), run by the in-process
     executor under the sweep's interrupt handling (Ctrl-C / SIGTERM end the verb with
     :class:`~bayesslr.sweep.executors.SweepInterrupted`, never swallowed); results in the
     order of ``cells``. A method failure raises :class:`CellFailed` with its message."""

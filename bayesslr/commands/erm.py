@@ -1,6 +1,6 @@
 """``bayesslr erm``: regularised ERM of one attention activation by L-BFGS (docs/estimators.md).
 
-A one-cell sweep: the flags build a :class:`bayesslr.methods.Cell` for ``erm:<activation>``
+A one-cell sweep: the flags build a :class:`bayesslr.registry.Cell` for ``erm:<activation>``
 (options, ranges and defaults from its registry schema), run by
 :func:`bayesslr.commands.common.run_one` as the sweep runner runs it.
 """
@@ -25,10 +25,10 @@ from bayesslr.commands.common import (
     run_one,
     schema_option,
 )
+from bayesslr.core.task import ConfigError, check_int
 from bayesslr.erm.method import ERM_ACTIVATIONS
 from bayesslr.erm.protocol import parse_lam
-from bayesslr.methods import Cell
-from bayesslr.task import ConfigError, check_int
+from bayesslr.registry import Cell
 
 
 def _opt(name: str, flag: str | None = None):

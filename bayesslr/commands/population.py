@@ -20,9 +20,9 @@ from bayesslr.commands.common import (
     run_one,
     schema_option,
 )
-from bayesslr.methods import Cell
-from bayesslr.population import POPULATION_ACTIVATIONS
-from bayesslr.task import ConfigError, check_int
+from bayesslr.core.task import ConfigError, check_int
+from bayesslr.population.method import POPULATION_ACTIVATIONS
+from bayesslr.registry import Cell
 
 
 def population(

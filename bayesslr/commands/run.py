@@ -15,7 +15,7 @@ from pathlib import Path
 
 import typer
 
-from bayesslr.task import ConfigError
+from bayesslr.core.task import ConfigError
 
 # exit statuses of ``bayesslr run`` besides 0, 2 (bad input or OUT in use) and 128 + signal
 EXIT_CELLS_FAILED = 3

@@ -1,6 +1,6 @@
 """``bayesslr sample``: the Bayes-optimal estimator by NUTS on one task (docs/estimators.md).
 
-A one-cell sweep: the flags build a :class:`bayesslr.methods.Cell` of the family
+A one-cell sweep: the flags build a :class:`bayesslr.registry.Cell` of the family
 ``bayes_sampling`` (options, ranges and defaults from its registry schema) and
 :func:`bayesslr.commands.common.run_one` runs it as ``bayesslr run`` does.
 """
@@ -20,8 +20,8 @@ from bayesslr.commands.common import (
     run_one,
     schema_option,
 )
-from bayesslr.methods import Cell
-from bayesslr.task import check_int
+from bayesslr.core.task import check_int
+from bayesslr.registry import Cell
 
 
 def _opt(name: str, flag: str | None = None):

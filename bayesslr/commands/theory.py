@@ -30,8 +30,8 @@ from bayesslr.commands.common import (
     run_cells,
     schema_option,
 )
-from bayesslr.methods import Cell, validate_cell
-from bayesslr.task import ConfigError, TaskConfig, check_int
+from bayesslr.core.task import ConfigError, TaskConfig, check_int
+from bayesslr.registry import Cell, validate_cell
 from bayesslr.theory.erm import ERM_ACTIVATIONS, STARTS
 from bayesslr.theory.solver import SOLVER_KEYS
 

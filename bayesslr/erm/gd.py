@@ -16,7 +16,7 @@ risk. With this scaling one step moves the overlaps by ``O(lr)`` at any ``D`` an
 (and ``lr`` of order ``0.1`` is stable for the activations here). Adam is invariant to the scale
 of the objective; its ``lr`` is the usual per-coordinate step.
 
-Seeds draw teacher, data and test data as :func:`bayesslr.task.sample_task` does, and the start
+Seeds draw teacher, data and test data as :func:`bayesslr.core.task.sample_task` does, and the start
 from ``algorithm_key(key, "trajectory")``. All seeds run in one jitted ``vmap``.
 """
 
@@ -36,13 +36,11 @@ import optax
 import xarray as xr
 
 from bayesslr import __version__
-from bayesslr.activations import Activation, get_activation
-from bayesslr.erm.objective import objective, predict, train_loss
-from bayesslr.erm.protocol import INITS, make_start
-from bayesslr.jaxconfig import Array, PRNGKey
-from bayesslr.metrics import oracle_terms, score_given
-from bayesslr.options import Validated, option
-from bayesslr.task import (
+from bayesslr.core.activations import Activation, get_activation
+from bayesslr.core.jaxconfig import Array, PRNGKey
+from bayesslr.core.metrics import oracle_terms, score_given
+from bayesslr.core.options import Validated, option
+from bayesslr.core.task import (
     OVERLAP_NAMES,
     ConfigError,
     TaskConfig,
@@ -53,6 +51,8 @@ from bayesslr.task import (
     sample_task,
     seed_key,
 )
+from bayesslr.erm.objective import objective, predict, train_loss
+from bayesslr.erm.protocol import INITS, make_start
 
 OPTIMIZERS: tuple[str, ...] = ("gd", "adam")
 
@@ -159,13 +159,13 @@ def gd_trajectory(task: TaskConfig, activation: str, n_train: int, lam: float, *
     task : TaskConfig
         The SLR task.
     activation : str
-        A key of :data:`bayesslr.activations.ACTIVATIONS`.
+        A key of :data:`bayesslr.core.activations.ACTIVATIONS`.
     n_train : int
         Training samples ``N``.
     lam : float
         Ridge penalty ``lam_k = lam_v``.
     seeds : sequence of int
-        Seeds (teacher, data and test set as :func:`bayesslr.task.sample_task`; the start
+        Seeds (teacher, data and test set as :func:`bayesslr.core.task.sample_task`; the start
         from ``algorithm_key(key, "trajectory")``).
     opts : GDOptions, optional
         Optimiser, step size, steps, records, start, test size; keyword arguments (``lr=...``)
@@ -209,7 +209,7 @@ def gd_trajectory(task: TaskConfig, activation: str, n_train: int, lam: float, *
         **{k: v for k, v in dataclasses.asdict(opts).items()}, "lam": lam,
         "n_train": n_train,
         "step_convention": "gd: theta <- theta - lr grad(S/alpha); adam: optax.adam(lr) on S/alpha",
-        "test_error": "Rao-Blackwellised excess error on fresh data (bayesslr.metrics)",
+        "test_error": "Rao-Blackwellised excess error on fresh data (bayesslr.core.metrics)",
         "bayesslr_version": __version__, "runtime_s": time.perf_counter() - t0,
     })
     return ds

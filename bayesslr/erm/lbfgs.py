@@ -42,10 +42,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bayesslr.activations import Activation
+from bayesslr.core.activations import Activation
+from bayesslr.core.jaxconfig import Array
+from bayesslr.core.task import Data
 from bayesslr.erm.objective import Params, grad_scale, value_and_grad_batch
-from bayesslr.jaxconfig import Array
-from bayesslr.task import Data
 
 DEFAULT_MAX_ITER = 1000
 DEFAULT_GTOL = 1e-4

@@ -15,7 +15,7 @@
   and the final values are scalars.
 
 The CLI verb ``bayesslr erm``, the sweep runner and the Python API all go through
-:func:`bayesslr.methods.run_cell`.
+:func:`bayesslr.registry.run_cell`.
 """
 
 from __future__ import annotations
@@ -32,10 +32,12 @@ from typing import Any
 
 import numpy as np
 
-from bayesslr.activations import ACTIVATIONS
+from bayesslr.core.activations import ACTIVATIONS
+from bayesslr.core.options import Opt, schema_of
+from bayesslr.core.task import OVERLAP_NAMES, ConfigError, LengthLaw
 from bayesslr.erm.gd import GDOptions, gd_trajectory
 from bayesslr.erm.protocol import ERMOptions, erm_fit_grid, parse_lam
-from bayesslr.methods import (
+from bayesslr.registry import (
     Cell,
     Output,
     PlotStyle,
@@ -45,8 +47,6 @@ from bayesslr.methods import (
     outputs,
     register,
 )
-from bayesslr.options import Opt, schema_of
-from bayesslr.task import OVERLAP_NAMES, ConfigError, LengthLaw
 
 ERM_ACTIVATIONS: tuple[str, ...] = tuple(ACTIVATIONS)
 
@@ -81,7 +81,7 @@ def _check(cell: Cell, opts: Mapping[str, Any]) -> None:
         if cell.activation not in THEORY_ACTIVATIONS:
             raise ConfigError(f"lam='replica' needs the replica theory of {cell.activation!r}; "
                               f"allowed activations: {', '.join(THEORY_ACTIVATIONS)}")
-        from bayesslr.methods import validate_cell
+        from bayesslr.registry import validate_cell
 
         validate_cell(replica_cell(cell, opts))  # task, alpha and theory options, no work
 
@@ -243,7 +243,7 @@ def _replica_key(tcell: Cell) -> str:
 def replica_lam(cell: Cell, opts: Mapping[str, Any]) -> dict[str, Any]:
     """The replica theory's optimal ``lam`` for an ERM cell (docs/theory.md), with its test error.
 
-    Runs :func:`replica_cell` through the registry (:func:`bayesslr.methods.run_cell`: the
+    Runs :func:`replica_cell` through the registry (:func:`bayesslr.registry.run_cell`: the
     theory family's own ``lam='optimal'`` search, :func:`bayesslr.theory.lam_opt.optimal_lambda`)
     once per ``(task, alpha, activation, theory options, theory code version)``: the answer is
     kept in memory and in :func:`replica_cache_dir` (one JSON file per key, written atomically;
@@ -309,7 +309,7 @@ def _solve_replica(tcell: Cell) -> dict[str, Any]:
     solved (with the point's own ``alpha`` inserted), and every point whose path below it is
     the canonical one is remembered (memory and disk) under its own key: the other cells of a
     sweep then find theirs solved."""
-    from bayesslr.methods import run_cell, run_unit
+    from bayesslr.registry import run_cell, run_unit
 
     path = tcell.options.get("path")
     if not path:

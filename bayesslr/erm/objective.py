@@ -11,7 +11,7 @@ Conventions fixed here, used by every ERM protocol of :mod:`bayesslr.erm`:
 * The gradient test of convergence is on ``|grad S| / sqrt(D) = N |grad F| / sqrt(D)``, the
   root-mean-square gradient component of ``S``: it is of order one far from a minimiser at any
   ``D`` and ``alpha``, so one tolerance serves every size.
-* Test errors are the suite's one measurement (:mod:`bayesslr.metrics`): the Rao-Blackwellised
+* Test errors are the suite's one measurement (:mod:`bayesslr.core.metrics`): the Rao-Blackwellised
   excess error on fresh test data, the oracle on the same test set, the noisy ``risk``.
 """
 
@@ -22,10 +22,10 @@ import math
 import jax
 import jax.numpy as jnp
 
-from bayesslr.activations import Activation
-from bayesslr.activations import predict as act_predict
-from bayesslr.jaxconfig import Array
-from bayesslr.task import Data
+from bayesslr.core.activations import Activation
+from bayesslr.core.activations import predict as act_predict
+from bayesslr.core.jaxconfig import Array
+from bayesslr.core.task import Data
 
 Params = dict[str, Array]
 

@@ -1,17 +1,17 @@
 """ERM protocols of docs/estimators.md: starts, restarts, batched ``lam`` grids, validation, seeds.
 
 One call of :func:`erm_fit` fits ``seeds`` independent tasks (teacher and data drawn from
-``jax.random.key(seed)`` exactly as :func:`bayesslr.task.sample_task` draws them, so every method
-fitted with the same seed sees the same teacher, training data and test data) and reports, per
-seed, the test errors on fresh data, the training loss, the seven overlaps, the iterations and the
-convergence flag.
+``jax.random.key(seed)`` exactly as :func:`bayesslr.core.task.sample_task` draws them, so every
+method fitted with the same seed sees the same teacher, training data and test data) and reports,
+per seed, the test errors on fresh data, the training loss, the seven overlaps, the iterations
+and the convergence flag.
 
 Batching. For each seed, the ``restarts x lam grid`` members that share the same data are
 fitted as one batch (:func:`bayesslr.erm.lbfgs.lbfgs_solve_compact`): every function evaluation
 is one pass over the data for all of them, and the batch shrinks as its members stop, so a
 stopped member stops costing evaluations. The seeds (which share no data) run one after another,
 each with only its own data in memory, drawn chunk by chunk (:mod:`bayesslr.erm.stream`: the
-numbers of :func:`bayesslr.task.sample_task` without its several full-size temporaries; the
+numbers of :func:`bayesslr.core.task.sample_task` without its several full-size temporaries; the
 test set is streamed through the scoring and never held whole). One compilation of the solver
 serves every task, seed and ``lam`` of the same shapes (``N``, ``D``, ``L``, batch size).
 
@@ -48,21 +48,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bayesslr.activations import Activation, get_activation
-from bayesslr.erm.lbfgs import (
-    DEFAULT_GTOL,
-    DEFAULT_MAX_ITER,
-    DEFAULT_MEMORY,
-    SolverResult,
-    lbfgs_solve_compact,
-)
-from bayesslr.erm.objective import Params, predict
-from bayesslr.erm.stream import can_stream, stream_test
-from bayesslr.erm.stream import draw_train as stream_draw_train
-from bayesslr.jaxconfig import Array, PRNGKey
-from bayesslr.metrics import TestErrors, oracle_terms, score_given
-from bayesslr.options import Validated, option
-from bayesslr.task import (
+from bayesslr.core.activations import Activation, get_activation
+from bayesslr.core.jaxconfig import Array, PRNGKey
+from bayesslr.core.metrics import TestErrors, oracle_terms, score_given
+from bayesslr.core.options import Validated, option
+from bayesslr.core.task import (
     OVERLAP_NAMES,
     ConfigError,
     Data,
@@ -75,6 +65,16 @@ from bayesslr.task import (
     overlaps,
     sample_task,
 )
+from bayesslr.erm.lbfgs import (
+    DEFAULT_GTOL,
+    DEFAULT_MAX_ITER,
+    DEFAULT_MEMORY,
+    SolverResult,
+    lbfgs_solve_compact,
+)
+from bayesslr.erm.objective import Params, predict
+from bayesslr.erm.stream import can_stream, stream_test
+from bayesslr.erm.stream import draw_train as stream_draw_train
 
 INITS: tuple[str, ...] = ("informed", "random")
 INFORMED_C_INF = 5.0  # norm factor of the informed start for max-SLR with nu = inf
@@ -167,7 +167,7 @@ class ERMResult:
         The ``lam`` used (the chosen one under ``lam = "validation"``).
     test_error, stderr, risk, risk_stderr, oracle_error, oracle_error_stderr,
     excess_over_oracle, excess_over_oracle_stderr : ndarray
-        Per seed, see :class:`bayesslr.metrics.TestErrors` (``stderr``: the test-set Monte
+        Per seed, see :class:`bayesslr.core.metrics.TestErrors` (``stderr``: the test-set Monte
         Carlo error of that seed's ``test_error``).
     train_loss : ndarray
         ``1/(2N) sum (y - f)^2`` on the training set at the solution.
@@ -479,7 +479,7 @@ def erm_fit(task: TaskConfig, activation: str, n_train: int, lam: float | str, *
     task : TaskConfig
         The SLR task (its ``D`` is the fitted dimension).
     activation : str
-        A key of :data:`bayesslr.activations.ACTIVATIONS`.
+        A key of :data:`bayesslr.core.activations.ACTIVATIONS`.
     n_train : int
         Training samples ``N = alpha D``.
     lam : float or "validation"
@@ -652,8 +652,8 @@ def fit_erm(data: Data, activation: str, lam: Any, *, key: PRNGKey | None = None
     Parameters
     ----------
     data : Data
-        Training data (:func:`bayesslr.task.sample_task`, or a user's arrays through
-        :func:`bayesslr.task.as_data`).
+        Training data (:func:`bayesslr.core.task.sample_task`, or a user's arrays through
+        :func:`bayesslr.core.task.as_data`).
     activation : str
         ``softmax``, ``linear``, ``erf`` or ``softplus``.
     lam : float or sequence of float

@@ -1,4 +1,4 @@
-"""The suite's data draw, chunk by chunk: the same numbers as :func:`bayesslr.task.sample_task`
+"""The suite's data draw, chunk by chunk: the same numbers as :func:`bayesslr.core.task.sample_task`
 with a fraction of its memory (docs/model.md §1).
 
 ``sample_task`` draws the tokens ``X ~ N(0, I)`` of shape ``(n, L, D)`` with one call of
@@ -30,8 +30,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.extend.random import threefry2x32_p
 
-from bayesslr.jaxconfig import Array, PRNGKey
-from bayesslr.task import (
+from bayesslr.core.jaxconfig import Array, PRNGKey
+from bayesslr.core.task import (
     Data,
     TaskConfig,
     Teacher,
@@ -88,7 +88,7 @@ def chunk_rows(n: int, task: TaskConfig, chunk_bytes: float = CHUNK_BYTES) -> in
 
 
 class _Plan:
-    """What :func:`bayesslr.task.sample_data` draws whole (``O(n L)`` numbers), and how one
+    """What :func:`bayesslr.core.task.sample_data` draws whole (``O(n L)`` numbers), and how one
     chunk of tokens is completed: the same operations, in the same order."""
 
     def __init__(self, key: PRNGKey, task: TaskConfig, teacher: Teacher, n: int) -> None:
@@ -168,10 +168,10 @@ def stream_test(key: PRNGKey, task: TaskConfig, n: int,
                 chunk: int | None = None) -> tuple[Teacher, Array, Array, Array, Array]:
     """The test set of ``sample_task(key, task, 0, n)``, streamed chunk by chunk (inside
     ``jit``): returns the teacher, the location posterior ``P`` and ``z*`` (masked) of
-    :func:`bayesslr.metrics.oracle_terms`, the labels ``y``, and ``consume(X, mask)`` of every
+    :func:`bayesslr.core.metrics.oracle_terms`, the labels ``y``, and ``consume(X, mask)`` of every
     chunk (``(n, width)``: a predictor's outputs), without holding the test tokens.
     """
-    from bayesslr.task import location_posterior
+    from bayesslr.core.task import location_posterior
 
     kt, _, kte = jax.random.split(key, 3)
     teacher = sample_teacher(kt, task)

@@ -11,7 +11,7 @@ Every algorithm of :mod:`bayesslr.inference` is scored here, the same way:
   estimate (MAP) is the one-draw case;
 * the test error is Rao-Blackwellised over the hidden location and paired with the oracle (the
   teacher-known Bayes predictor) on the same test set
-  (:func:`bayesslr.metrics.test_errors`, the suite's one error measurement);
+  (:func:`bayesslr.core.metrics.test_errors`, the suite's one error measurement);
 * against the Bayes-optimal reference (:mod:`bayesslr.inference.reference`) the excess is paired
   too when the reference's predictions on the same test set are stored (same seed, same
   ``n_test``): ``excess_over_reference = mean_x [e_alg(x) - e_ref(x)]`` with
@@ -31,9 +31,9 @@ import numpy as np
 
 from bayesslr.bayes.model import ModelSpec
 from bayesslr.bayes.predict import overlaps, posterior_predict
-from bayesslr.jaxconfig import Array
-from bayesslr.metrics import oracle_terms, test_errors
-from bayesslr.task import Data, TaskConfig, Teacher, sample_task, seed_key
+from bayesslr.core.jaxconfig import Array
+from bayesslr.core.metrics import oracle_terms, test_errors
+from bayesslr.core.task import Data, TaskConfig, Teacher, sample_task, seed_key
 
 # teacher, training and test data in one compiled call (eager generation compiles op by op)
 _sample_task = jax.jit(sample_task, static_argnums=(1, 2, 3))

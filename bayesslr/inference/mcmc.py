@@ -56,8 +56,8 @@ from numpyro.infer.util import log_density
 from bayesslr.bayes import arviz_adapter
 from bayesslr.bayes.model import LOG_2PI, MODELS, ModelSpec, token_log_weights
 from bayesslr.bayes.sampler import potential_fn_gen
-from bayesslr.jaxconfig import Array, PRNGKey
-from bayesslr.task import Data, fields
+from bayesslr.core.jaxconfig import Array, PRNGKey
+from bayesslr.core.task import Data, fields
 
 MCMC_ALGORITHMS: tuple[str, ...] = ("nuts", "hmc", "gibbs", "dgibbs")
 

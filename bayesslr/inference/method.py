@@ -40,13 +40,13 @@ import numpy as np
 
 from bayesslr.bayes.model import model_spec
 from bayesslr.bayes.sampler import init_params
+from bayesslr.core.options import Opt, Schema
+from bayesslr.core.task import ConfigError, algorithm_key
 from bayesslr.inference import reference as ref
 from bayesslr.inference.evaluate import score_draws, task_data
 from bayesslr.inference.mcmc import MCMC_ALGORITHMS, MCMCSettings, run_mcmc
 from bayesslr.inference.vi import VI_ALGORITHMS, run_vi
-from bayesslr.methods import Cell, PlotStyle, Resources, common, outputs, register
-from bayesslr.options import Opt, Schema
-from bayesslr.task import ConfigError, algorithm_key
+from bayesslr.registry import Cell, PlotStyle, Resources, common, outputs, register
 
 SMC_ALGORITHMS: tuple[str, ...] = ("smc",)
 ALGORITHMS: tuple[str, ...] = MCMC_ALGORITHMS + VI_ALGORITHMS + SMC_ALGORITHMS

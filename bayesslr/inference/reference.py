@@ -53,8 +53,8 @@ import numpy as np
 from bayesslr.bayes import arviz_adapter
 from bayesslr.bayes.model import model_spec
 from bayesslr.bayes.sampler import SamplerOptions, init_params, sample_posterior
+from bayesslr.core.task import ConfigError, TaskConfig, make_task
 from bayesslr.inference.evaluate import per_input_errors, predict_draws, task_data
-from bayesslr.task import ConfigError, TaskConfig, make_task
 
 REFERENCE_FILE = "inference_reference.nc"
 REFERENCE_MAX_D = 200
@@ -181,7 +181,7 @@ def build_task(t: RefTask, settings: RefSettings) -> dict[str, Any]:
     y_ref, _ = predict_draws(spec, kf, vf, data.test)
     e_ref = np.asarray(per_input_errors(task, data.teacher, data.test, y_ref), np.float64)
     n = e_ref.size
-    from bayesslr.metrics import test_errors
+    from bayesslr.core.metrics import test_errors
 
     err = test_errors(task, data.teacher, data.test, y_ref)
     bias = _halves_bias(spec, res_t.k, res_t.v, data, task, float(e_ref.mean()))
@@ -412,7 +412,7 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "data"
                    / REFERENCE_FILE)
     args = ap.parse_args(argv)
-    from bayesslr.jaxconfig import configure_jax
+    from bayesslr.core.jaxconfig import configure_jax
 
     configure_jax()  # the persistent compilation cache, as the bayesslr command sets it up
     if args.cmd == "build":

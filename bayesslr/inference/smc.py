@@ -38,9 +38,9 @@ import numpy as np
 
 from bayesslr.bayes.model import ModelSpec
 from bayesslr.bayes.sampler import potential_fn_gen
+from bayesslr.core.jaxconfig import PRNGKey
+from bayesslr.core.task import ConfigError, Data
 from bayesslr.inference.mcmc import _AOT_CACHE
-from bayesslr.jaxconfig import PRNGKey
-from bayesslr.task import ConfigError, Data
 
 EXTRA = "blackjax"
 

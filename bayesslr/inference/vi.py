@@ -51,9 +51,9 @@ from numpyro.optim import optax_to_numpyro
 
 from bayesslr.bayes.model import MODELS, ModelSpec
 from bayesslr.bayes.sampler import potential_fn_gen
+from bayesslr.core.jaxconfig import Array, PRNGKey
+from bayesslr.core.task import Data
 from bayesslr.inference.mcmc import _AOT_CACHE
-from bayesslr.jaxconfig import Array, PRNGKey
-from bayesslr.task import Data
 
 VI_ALGORITHMS: tuple[str, ...] = ("advi", "lowrank", "map")
 VI_RTOL = 1e-3

@@ -16,29 +16,14 @@ from pathlib import Path
 
 import xarray as xr
 
-from bayesslr.reference import load_reference
+from bayesslr.core.task import ConfigError
 from bayesslr.report.claims import CLAIMS, Verdict, all_verdicts
 from bayesslr.report.figures import FIGURES, THEMES, NothingToPlot
-from bayesslr.task import ConfigError
+from bayesslr.results.load import load_results
+from bayesslr.results.reference import load_reference
 
 __all__ = ["CLAIMS", "FIGURES", "THEMES", "NothingToPlot", "Verdict", "all_verdicts",
            "load_reference", "load_results", "write_report"]
-
-
-def load_results(path: str | Path) -> xr.DataTree:
-    """The results of a sweep (a directory written by ``bayesslr run``, or its ``.nc`` file),
-    loaded in memory: the root holds the provenance and the table of cells, one child group per
-    method family (:mod:`bayesslr.sweep.dataset`)."""
-    p = Path(path)
-    f = p / "dataset.nc" if p.is_dir() else p
-    if not f.exists():
-        raise ConfigError(f"results={str(path)!r} holds no dataset.nc; allowed: a directory "
-                          "written by 'bayesslr run'")
-    try:
-        with xr.open_datatree(f, engine="h5netcdf") as tree:
-            return tree.load()
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"results={str(f)!r} cannot be read ({exc})") from None
 
 
 def default_out(results: str | Path) -> Path:

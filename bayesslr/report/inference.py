@@ -132,8 +132,8 @@ def _rows_from_dataset(path: Path) -> Iterable[dict[str, Any]]:
 
 def _with_reference(df: pd.DataFrame) -> pd.DataFrame:
     """Fill ``excess_over_reference`` of families that do not compute it (unpaired)."""
+    from bayesslr.core.task import make_task
     from bayesslr.inference import reference as ref
-    from bayesslr.task import make_task
 
     df = df.copy()
     need = df["excess_over_reference"].isna() if "excess_over_reference" in df else (

@@ -10,7 +10,7 @@ the file opens in any browser, offline. An ``index.html`` lists the notebooks wi
 lines each printed.
 
 The execution stack (jupytext, nbclient, ipykernel, nbconvert) is the optional extra
-``notebooks``; without it :func:`write_notebooks` raises a :class:`~bayesslr.task.ConfigError`
+``notebooks``; without it :func:`write_notebooks` raises a :class:`~bayesslr.core.task.ConfigError`
 naming the extra (the CLI prints it on one line and exits 2).
 """
 
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bayesslr.task import ConfigError
+from bayesslr.core.task import ConfigError
 
 EXTRA = "notebooks"
 # import name -> distribution name, of what the extra installs

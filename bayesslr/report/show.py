@@ -19,9 +19,9 @@ from pathlib import Path
 import pandas as pd
 import xarray as xr
 
+from bayesslr.core.task import ConfigError
 from bayesslr.report.claims import Verdict
 from bayesslr.report.figures import FIGURES, NothingToPlot, Results, groups
-from bayesslr.task import ConfigError
 
 DEFAULT_RESULTS = "results/quick"
 DPI = 100

@@ -84,6 +84,6 @@ def load(path: str | Path) -> xr.DataTree:
     --------
     See :func:`run`.
     """
-    from bayesslr.report import load_results
+    from bayesslr.results.load import load_results
 
     return load_results(path)

@@ -1,8 +1,8 @@
 """Sweep configuration: a TOML file (or a built-in preset) -> a validated list of cells.
 
 A sweep is a union of *grid blocks*; each block is the cartesian product of its values. Every
-value is checked, and every method name is resolved through :func:`bayesslr.methods.get_method`,
-before any work starts (a :class:`~bayesslr.task.ConfigError` names the offending entry).
+value is checked, and every method name is resolved through :func:`bayesslr.registry.get_method`,
+before any work starts (a :class:`~bayesslr.core.task.ConfigError` names the offending entry).
 
 TOML layout (every grid key takes one value or a list; ``[defaults]`` fill what a block omits)::
 
@@ -50,10 +50,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bayesslr import methods
-from bayesslr.methods import Cell, MethodSpec, get_method
-from bayesslr.options import Opt
-from bayesslr.task import VARIANTS, ConfigError, LengthLaw, check_int, check_real
+from bayesslr import registry
+from bayesslr.core.options import Opt
+from bayesslr.core.task import VARIANTS, ConfigError, LengthLaw, check_int, check_real
+from bayesslr.registry import Cell, MethodSpec, get_method
 
 # grid fields of a Cell, in dataset order (``method`` first and ``seed`` last are added around)
 PARAM_DIMS: tuple[str, ...] = ("variant", "L", "nu", "delta", "alpha", "lam", "D", "sqrtND")
@@ -174,7 +174,7 @@ def _options(where: str, v: Any) -> dict[str, dict[str, Any]]:
 
 
 def resolve_method(method: str) -> MethodSpec:
-    """:func:`bayesslr.methods.get_method`, with a family module that fails to import reported
+    """:func:`bayesslr.registry.get_method`, with a family module that fails to import reported
     as a configuration error (one line) instead of a traceback."""
     try:
         return get_method(method)
@@ -190,13 +190,13 @@ def available_methods() -> tuple[list[str], dict[str, str]]:
     not (a family module missing or broken), without raising."""
     names: list[str] = []
     missing: dict[str, str] = {}
-    for family, module in sorted(methods.FAMILY_MODULES.items()):
+    for family, module in sorted(registry.FAMILY_MODULES.items()):
         try:
             importlib.import_module(module)
         except Exception as exc:  # a family module that cannot be imported
             missing[family] = f"{type(exc).__name__}: {exc}"
             continue
-        spec = methods.registered(family)
+        spec = registry.registered(family)
         if spec is None:
             missing[family] = f"{module} does not register {family!r}"
             continue
@@ -411,11 +411,11 @@ def canonical_options(method: str, opts: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def validate_cell(cell: Cell) -> None:
-    """Check a cell before any work (:func:`bayesslr.methods.validate_cell`: method, needed
+    """Check a cell before any work (:func:`bayesslr.registry.validate_cell`: method, needed
     fields, task, options, the family's own checks, memory), naming the method on failure."""
     resolve_method(cell.method)
     try:
-        methods.validate_cell(cell)
+        registry.validate_cell(cell)
     except ConfigError as exc:
         raise ConfigError(f"method {cell.method!r}: {exc}") from None
 

@@ -1,6 +1,6 @@
 """The cost estimate of ``bayesslr run --dry-run``: core-seconds per cell, and wall time.
 
-Each family's cost model lives in its registry entry (:attr:`bayesslr.methods.MethodSpec.cost`):
+Each family's cost model lives in its registry entry (:attr:`bayesslr.registry.MethodSpec.cost`):
 the process CPU time of one cell (all threads; compilation included, amortised over a sweep's
 cells of one shape) as a count of the dominant loop's work times a per-unit time, both
 calibrated on measured cells of the paper preset (``benchmarks/bench_paper_subset.py``; the
@@ -23,7 +23,7 @@ import os
 import statistics
 from collections.abc import Sequence
 
-from bayesslr.methods import Cell, get_method
+from bayesslr.registry import Cell, get_method
 from bayesslr.sweep.storage import CellRecord
 
 

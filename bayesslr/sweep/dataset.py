@@ -56,7 +56,7 @@ import numpy as np
 import xarray as xr
 
 import bayesslr
-from bayesslr.methods import MethodSpec, get_method
+from bayesslr.registry import MethodSpec, get_method
 from bayesslr.sweep.config import PARAM_DIMS, SweepConfig, format_value
 from bayesslr.sweep.storage import CellRecord
 

@@ -37,14 +37,14 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from bayesslr.methods import Cell, run_unit, units
+from bayesslr.core.task import ConfigError
+from bayesslr.registry import Cell, run_unit, units
 from bayesslr.sweep.storage import (
     CellRecord,
     clean_text,
     method_version,
     normalize_outputs,
 )
-from bayesslr.task import ConfigError
 
 PLUGIN_ENV = "BAYESSLR_PLUGINS"
 MAX_ERROR_CHARS = 2000
@@ -168,7 +168,7 @@ def load_plugins(plugins: Sequence[str]) -> None:
 # one cell
 # --------------------------------------------------------------------------------------------
 def execute_unit(cells: Sequence[Cell]) -> list[CellRecord]:
-    """Run one unit of work (:func:`bayesslr.methods.units`: one cell, or cells its family
+    """Run one unit of work (:func:`bayesslr.registry.units`: one cell, or cells its family
     runs together); an exception becomes failed records, never a crash of the sweep. The
     unit's wall time is shared evenly by its cells.
 
@@ -201,7 +201,7 @@ def execute_cell(cell: Cell) -> CellRecord:
 
 def _remote_unit(cells: list[Cell], plugins: tuple[str, ...]) -> list[CellRecord]:
     """What a dask worker runs: JAX set up as the driver's, the plugins, then the unit."""
-    from bayesslr.jaxconfig import configure_jax
+    from bayesslr.core.jaxconfig import configure_jax
 
     configure_jax(host_devices=None)
     load_plugins(plugins)
@@ -213,7 +213,7 @@ class Executor(Protocol):
 
     :meth:`check` validates cheaply and writes nothing (a scheduler address that nobody
     listens at fails here, before the output directory is created); :meth:`open` acquires the
-    resources (a cluster) and may raise :class:`~bayesslr.task.ConfigError`. :meth:`run`
+    resources (a cluster) and may raise :class:`~bayesslr.core.task.ConfigError`. :meth:`run`
     returns early, without calling ``on_done`` again, once ``stop`` is set: waits wake up
     every :data:`POLL_S` seconds to look at it, and the cells in flight are discarded.
     """

@@ -4,7 +4,7 @@ Order of events (the guarantees of ``bayesslr run``):
 
 1. everything is validated first (config, methods, output path, the config already stored in
    the directory, the scheduler address); a failure raises
-   :class:`~bayesslr.task.ConfigError` and nothing is written;
+   :class:`~bayesslr.core.task.ConfigError` and nothing is written;
 2. the directory's exclusive lock is taken for the rest of the run
    (:class:`~bayesslr.sweep.storage.DirectoryLock`): a second run on it is refused with
    :class:`~bayesslr.sweep.storage.DirectoryBusy`, naming the holder's pid;

@@ -62,9 +62,9 @@ import numpy as np
 import xarray as xr
 
 import bayesslr
-from bayesslr.methods import Cell
+from bayesslr.core.task import ConfigError
+from bayesslr.registry import Cell
 from bayesslr.sweep.config import SweepConfig, cell_key
-from bayesslr.task import ConfigError
 
 ENGINE = "h5netcdf"
 CELL_FORMAT = "bayesslr-cell/2"  # format 1: no checksum, no method version
@@ -143,7 +143,7 @@ class CellRecord:
 
 def method_version(method: str) -> str:
     """The code version of ``method``'s family in this process (``MethodSpec.version``)."""
-    from bayesslr.methods import get_method
+    from bayesslr.registry import get_method
 
     return str(getattr(get_method(method), "version", "1"))
 

@@ -72,10 +72,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import log_ndtr, logsumexp
 
-from bayesslr.channel import ChannelSamples, channel64
-from bayesslr.jaxconfig import Array
-from bayesslr.options import Validated, option
-from bayesslr.task import ConfigError, TaskConfig, check_int, check_real
+from bayesslr.core.jaxconfig import Array
+from bayesslr.core.options import Validated, option
+from bayesslr.core.task import ConfigError, TaskConfig, check_int, check_real
+from bayesslr.population.teacher_channel import ChannelSamples, channel64
 from bayesslr.theory.solver import SolverOptions, continuation, solve_fixed_point
 
 BAYES_STARTS: tuple[str, ...] = ("informed", "uninformed")

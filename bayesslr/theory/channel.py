@@ -1,10 +1,10 @@
 """The ERM proximal step on the teacher channel (docs/theory.md, channel part).
 
-The channel samples are the population-level ones of :mod:`bayesslr.channel` (common random
-numbers fixed by a seed: every iteration of a fixed point, every ``alpha`` and every ``lam``
-sees the same numbers, so the fixed-point map is a deterministic function of the order
-parameters). :func:`prox_channel` solves, per sample, the ``L``-dimensional non-convex proximal
-problem
+The channel samples are the population-level ones of
+:mod:`bayesslr.population.teacher_channel` (common random numbers fixed by a seed: every
+iteration of a fixed point, every ``alpha`` and every ``lam`` sees the same numbers, so the
+fixed-point map is a deterministic function of the order parameters). :func:`prox_channel`
+solves, per sample, the ``L``-dimensional non-convex proximal problem
 
     min_chi  |chi - w_k|^2 / (2 V_k) + (y - s.w_v)^2 / (2 (1 + V_v |s|^2)),  s = sigma(chi),
 
@@ -24,9 +24,9 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from bayesslr.activations import Activation
-from bayesslr.channel import ChannelSamples
-from bayesslr.jaxconfig import Array
+from bayesslr.core.activations import Activation
+from bayesslr.core.jaxconfig import Array
+from bayesslr.population.teacher_channel import ChannelSamples
 
 
 class ProxMoments(NamedTuple):
@@ -272,7 +272,7 @@ def prox_step(act: Activation, ch: ChannelSamples, m_k, q_k, V_k, m_v, q_v, V_v,
     act : Activation
         The attention activation (static).
     ch : ChannelSamples
-        Common random numbers from :func:`bayesslr.channel.sample_channel`.
+        Common random numbers from :func:`bayesslr.population.teacher_channel.sample_channel`.
     m_k, q_k, V_k, m_v, q_v, V_v : scalar
         Order parameters; ``w_a = m_a h*_a + sqrt(q_a - m_a^2) xi_a``.
     theta : Array

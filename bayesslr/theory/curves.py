@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from bayesslr.methods import Cell, get_method, run_unit, units, validate_cell
-from bayesslr.task import ConfigError, TaskConfig
+from bayesslr.core.task import ConfigError, TaskConfig
+from bayesslr.registry import Cell, get_method, run_unit, units, validate_cell
 
 
 def _cells(method: str, task: TaskConfig, alphas: Sequence[float], lam: Any, seed: int,

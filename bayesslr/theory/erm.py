@@ -17,7 +17,7 @@ Six order parameters ``x = (m_k, q_k, V_k, m_v, q_v, V_v)`` and their conjugates
   overestimates ``Vh``; both are computed at every iteration and their gap is recorded
   (``vh_gap_k``, ``vh_gap_v`` = hessian minus Stein-free). The fixed point uses ``vh_form``.
 * outputs: test excess error = the population formula of section 3 at ``(m_k, q_k, m_v, q_v)``
-  (:func:`bayesslr.population.excess_risk`), training loss ``E[1/2 (y - sigma(chi).z)^2]`` at
+  (:func:`bayesslr.population.method.excess_risk`), training loss ``E[1/2 (y - sigma(chi).z)^2]`` at
   the proximal point, and the training objective per sample
   ``train_loss + (lam_k q_k + lam_v q_v) / (2 alpha)``, which ranks two branches at the same
   ``(alpha, lam)``: the lower one is the global ERM minimiser.
@@ -40,10 +40,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bayesslr.activations import Activation, get_activation
-from bayesslr.channel import channel64
-from bayesslr.options import Validated, option
-from bayesslr.task import ConfigError, TaskConfig, check_real
+from bayesslr.core.activations import Activation, get_activation
+from bayesslr.core.options import Validated, option
+from bayesslr.core.task import ConfigError, TaskConfig, check_real
+from bayesslr.population.teacher_channel import channel64
 from bayesslr.theory.channel import MOMENT_NAMES, cold_starts, prox_step, tracked_starts
 from bayesslr.theory.solver import (
     FixedPointResult,
@@ -574,7 +574,7 @@ def _risk_gradient(task: TaskConfig, act: Activation, theta: np.ndarray, p4: Seq
                    samples: int, seed: int) -> np.ndarray:
     """Gradient of the population excess risk ``1 - 2 m_v A + q_v B`` in
     ``(m_k, q_k, m_v, q_v)`` (autodiff through the Monte Carlo fields, common numbers)."""
-    from bayesslr.population import ab_terms, make_fields
+    from bayesslr.population.method import ab_terms, make_fields
 
     with jax.enable_x64(True):
         fields = make_fields(task, "mc", samples, seed)
@@ -639,7 +639,7 @@ def _finish(task, act, alpha, lam_k, lam_v, opt, fp: FixedPointResult, start_nam
     test, test_se = nan, nan
     reason, trusted = fp.reason, fp.converged
     if fp.converged:
-        from bayesslr.population import excess_risk
+        from bayesslr.population.method import excess_risk
 
         theta = _theta(act, opt.theta)
         p4 = (vals["m_k"], max(vals["q_k"], vals["m_k"] ** 2), vals["m_v"],

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from bayesslr.task import ConfigError, TaskConfig, check_real
+from bayesslr.core.task import ConfigError, TaskConfig, check_real
 from bayesslr.theory.erm import (
     ErmTheoryOptions,
     ErmTheoryResult,

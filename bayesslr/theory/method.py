@@ -16,7 +16,7 @@ compute the same thing: with ``path`` (a list of ``alpha`` containing the cell's
 is found by continuation along that path, exactly as the curve functions do it
 (:func:`bayesslr.theory.erm.erm_curve`, :func:`bayesslr.theory.bayes.bayes_curve`); without it,
 every start is solved cold at the cell's ``alpha``. Cells sharing a path (and everything else)
-run as one unit of work (:attr:`bayesslr.methods.MethodSpec.batch`): the path is solved once,
+run as one unit of work (:attr:`bayesslr.registry.MethodSpec.batch`): the path is solved once,
 and each cell gets what it would get alone (the continuation up to an ``alpha`` only depends on
 the path below it, and down to it on the path above it).
 """
@@ -30,9 +30,9 @@ import time
 from collections.abc import Hashable, Mapping
 from typing import Any
 
-from bayesslr.methods import Cell, PlotStyle, Resources, common, outputs, register
-from bayesslr.options import Opt, Schema, schema_of
-from bayesslr.task import ConfigError, LengthLaw, check_real
+from bayesslr.core.options import Opt, Schema, schema_of
+from bayesslr.core.task import ConfigError, LengthLaw, check_real
+from bayesslr.registry import Cell, PlotStyle, Resources, common, outputs, register
 from bayesslr.theory.bayes import (
     BAYES_STARTS,
     BayesCurvePoint,

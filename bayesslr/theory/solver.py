@@ -44,8 +44,8 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
-from bayesslr.options import Validated, option
-from bayesslr.task import ConfigError
+from bayesslr.core.options import Validated, option
+from bayesslr.core.task import ConfigError
 
 UpdateFn = Callable[[np.ndarray], tuple[np.ndarray, dict[str, Any]]]
 ACCELS: tuple[str, ...] = ("none", "anderson")

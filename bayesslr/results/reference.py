@@ -23,7 +23,7 @@ from pathlib import Path
 
 import xarray as xr
 
-from bayesslr.task import ConfigError
+from bayesslr.core.task import ConfigError
 
 PACKAGE_FILE = "reference.nc"
 
@@ -107,7 +107,7 @@ def build_reference(results: str | Path, out: str | Path | None = None, *,
     Path
         The file written.
     """
-    from bayesslr.report import load_results
+    from bayesslr.results.load import load_results
 
     tree = load_results(results)
     failed = int(tree.attrs.get("cells_failed", 0))

@@ -10,8 +10,8 @@ described by its length ``L``, the hidden location ``eps*``, the teacher fields 
 * ``z*_l ~ N(0, 1)`` independently, ``y = z*_{eps*} + sqrt(Delta) xi_y``;
 
 together with independent ``xi, zeta ~ N(0, I_L)`` for the student's orthogonal parts. Every
-expectation of the population risk (:mod:`bayesslr.population`), the replica fixed point and the
-state evolution (:mod:`bayesslr.theory`) is a mean over these rows, with fixed common random
+expectation of the population risk (:mod:`bayesslr.population.method`), the replica fixed point and
+the state evolution (:mod:`bayesslr.theory`) is a mean over these rows, with fixed common random
 numbers.
 
 Conventions:
@@ -37,8 +37,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bayesslr.jaxconfig import Array
-from bayesslr.task import ConfigError, TaskConfig, check_int, location_logits, location_posterior
+from bayesslr.core.jaxconfig import Array
+from bayesslr.core.task import (
+    ConfigError,
+    TaskConfig,
+    check_int,
+    location_logits,
+    location_posterior,
+)
 
 ALLOCATIONS: tuple[str, ...] = ("equal", "proportional")
 

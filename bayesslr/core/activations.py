@@ -20,8 +20,8 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.special import erf
 
-from bayesslr.jaxconfig import Array
-from bayesslr.task import ConfigError, fields
+from bayesslr.core.jaxconfig import Array
+from bayesslr.core.task import ConfigError, fields
 
 
 def _full_mask(chi: Array, mask: Array | None) -> Array:

@@ -43,12 +43,10 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.optimize
 
-from bayesslr.activations import ACTIVATIONS, Activation, get_activation
-from bayesslr.channel import ChannelSamples, sample_channel
-from bayesslr.jaxconfig import Array
-from bayesslr.methods import Cell, PlotStyle, Resources, common, outputs, register
-from bayesslr.options import Opt, Schema
-from bayesslr.task import (
+from bayesslr.core.activations import ACTIVATIONS, Activation, get_activation
+from bayesslr.core.jaxconfig import Array
+from bayesslr.core.options import Opt, Schema
+from bayesslr.core.task import (
     ConfigError,
     LengthLaw,
     TaskConfig,
@@ -56,6 +54,8 @@ from bayesslr.task import (
     check_real,
     location_posterior,
 )
+from bayesslr.population.teacher_channel import ChannelSamples, sample_channel
+from bayesslr.registry import Cell, PlotStyle, Resources, common, outputs, register
 
 METHODS = ("mc", "gauss-hermite")
 DEFAULT_SAMPLES = 200_000

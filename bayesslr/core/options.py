@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from bayesslr.task import ConfigError, check_int, check_real
+from bayesslr.core.task import ConfigError, check_int, check_real
 
 KINDS: tuple[str, ...] = ("int", "real", "bool", "choice", "str", "reals", "ints", "choices")
 TRUE_WORDS = frozenset({"true", "1", "yes", "on"})

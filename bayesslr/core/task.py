@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bayesslr.jaxconfig import Array, PRNGKey
+from bayesslr.core.jaxconfig import Array, PRNGKey
 
 Variant = Literal["spiked", "max"]
 VARIANTS: tuple[str, ...] = ("spiked", "max")

@@ -7,7 +7,7 @@ Python API. A method is named ``family`` or ``family:activation`` (``erm:softmax
 
 A family is registered once, with :func:`register`, and its :class:`MethodSpec` holds each fact
 about it in one place: the option schema (names, types, ranges, defaults;
-:mod:`bayesslr.options`), the declared outputs with their standard-error names, the cost and
+:mod:`bayesslr.core.options`), the declared outputs with their standard-error names, the cost and
 memory models, the plot style and the code version. :func:`validate_cell` checks a cell against
 all of it before any work starts; :func:`run_cell` validates and runs one cell through
 ``fn(cell, opts)``. :func:`get_method` imports the module that owns a family on first use.
@@ -23,8 +23,8 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from bayesslr.options import Schema
-from bayesslr.task import ConfigError, TaskConfig, check_int, check_real, make_task
+from bayesslr.core.options import Schema
+from bayesslr.core.task import ConfigError, TaskConfig, check_int, check_real, make_task
 
 Scalar = float | int | bool | str
 
@@ -338,7 +338,7 @@ _REGISTRY: dict[str, MethodSpec] = {}
 # family -> module that registers it (imported lazily, so the registry never imports upwards
 # at import time)
 FAMILY_MODULES: dict[str, str] = {
-    "population": "bayesslr.population",
+    "population": "bayesslr.population.method",
     "erm": "bayesslr.erm.method",
     "gd": "bayesslr.erm.method",
     "bayes_sampling": "bayesslr.bayes.method",
@@ -493,7 +493,7 @@ def run_cell(cell: Cell) -> dict[str, Scalar]:
     ... # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    bayesslr.task.ConfigError: options ['sampels'] are unknown to population; allowed: ...
+    bayesslr.core.task.ConfigError: options ['sampels'] are unknown to population; allowed: ...
     """
     opts = validate_cell(cell)
     return get_method(cell.method).fn(cell, opts)

@@ -1,7 +1,7 @@
 """The one error measurement of every estimator on fresh test data (docs/model.md §1, §3, §6).
 
 A predictor's values ``y_hat`` on a fresh test set (drawn from the seed's own test key, see
-:func:`bayesslr.task.sample_task`) are scored against the teacher:
+:func:`bayesslr.core.task.sample_task`) are scored against the teacher:
 
 * ``test_error``: the excess error ``E[(y - y_hat)^2] - Delta``, Rao-Blackwellised over the
   hidden location. Since ``P(eps* = l | X) = softmax(c_nu chi*)_l`` exactly (docs/model.md §1),
@@ -27,8 +27,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bayesslr.jaxconfig import Array
-from bayesslr.task import Data, TaskConfig, Teacher, location_posterior, teacher_fields
+from bayesslr.core.jaxconfig import Array
+from bayesslr.core.task import Data, TaskConfig, Teacher, location_posterior, teacher_fields
 
 
 class TestErrors(NamedTuple):

@@ -1,0 +1,2 @@
+"""The population family: Bayes risk and the best excess risk of each activation
+(docs/model.md)."""
