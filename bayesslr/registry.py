@@ -244,6 +244,102 @@ class Resources:
     lower: str = ""
 
 
+@dataclass(frozen=True)
+class CliFace:
+    """How a family shows as a ``bayesslr`` verb (the flags of its options come from its schema).
+
+    Attributes
+    ----------
+    verb : tuple of str
+        The verb's words (``("sample",)``, ``("theory", "erm")``); empty: the family's name.
+    fields : mapping
+        The fixed :class:`Cell` fields offered as flags, in order, with their default as text
+        (``None``: no default). Known fields: ``activation``, ``alpha``, ``lam``, ``D``,
+        ``sqrtND``, ``seed``; the task flags (``--variant --L --L-dist --nu --delta``) are
+        always there, their defaults in ``task``.
+    task : mapping
+        Defaults of the task flags that differ from ``spiked, 3, 2, 0``.
+    help : mapping
+        Help text of a field or switch, where the generic one does not say enough.
+    hide : tuple of str
+        Schema options that are not flags (a switch or a field sets them).
+    flags : mapping
+        Option -> flag where the flag is not ``--option-name`` (kept for compatibility).
+    grid : bool
+        ``--alpha`` takes a list (``1,2,5`` or ``start:stop:num``): one cell per ``alpha``.
+    switches : tuple of (name, default, help)
+        Flags of the verb that are no option of the family (a bool default makes an on/off
+        flag); ``prepare`` turns them into options.
+    prepare : callable, optional
+        ``prepare(values, options) -> options``: the family's own reading of its switches.
+    header : tuple of str
+        Fields printed before the outputs (single-cell verbs).
+    rename : mapping
+        Output -> printed name.
+    decode : tuple of str
+        Outputs stored as JSON text that are printed as structures.
+    present : callable, optional
+        ``present(cells, outs, values) -> dict``: the printed object of a multi-cell verb.
+    columns : tuple of str
+        Columns of the readable table of ``points`` (multi-cell verbs without ``--json``).
+    doc : str
+        The verb's help (default: the family's description).
+    group_help : str
+        Help of the verb's first word, for a two-word verb.
+    """
+
+    verb: tuple[str, ...] = ()
+    fields: Mapping[str, str | None] = field(default_factory=dict)
+    task: Mapping[str, str] = field(default_factory=dict)
+    help: Mapping[str, str] = field(default_factory=dict)
+    hide: tuple[str, ...] = ()
+    flags: Mapping[str, str] = field(default_factory=dict)
+    grid: bool = False
+    switches: tuple[tuple[str, Any, str], ...] = ()
+    prepare: Callable[[Mapping[str, Any], dict[str, Any]], dict[str, Any]] | None = None
+    header: tuple[str, ...] = ("variant", "L", "nu", "delta")
+    rename: Mapping[str, str] = field(default_factory=dict)
+    decode: tuple[str, ...] = ()
+    present: Callable[..., dict[str, Any]] | None = None
+    columns: tuple[str, ...] = ()
+    doc: str = ""
+    group_help: str = ""
+
+
+def default_face(spec: MethodSpec) -> CliFace:
+    """The verb of a family that declares none: named after it, its needed fields as flags."""
+    fields: dict[str, str | None] = {}
+    if spec.activations:
+        fields["activation"] = spec.activations[0]
+    for name in ("alpha", "lam"):
+        if name in spec.needs:
+            fields[name] = None
+    if "D" in spec.needs:
+        fields.update(D=None, sqrtND=None)
+    fields["seed"] = "0"
+    return CliFace(fields=fields, header=("variant", "L", "nu", "delta",
+                                          *(f for f in fields if f != "seed"), "seed"))
+
+
+@dataclass(frozen=True)
+class ReportRole:
+    """What a family contributes to the report (read by :mod:`bayesslr.report`).
+
+    Attributes
+    ----------
+    finite_sample : bool
+        Its cells are finite-``D`` estimates drawn as markers over the theory curves.
+    leaderboard : bool
+        It takes part in the inference leaderboard (budgeted samplers against the reference).
+    section : str
+        Title of its section in the generic per-family summary of the report (empty: none).
+    """
+
+    finite_sample: bool = False
+    leaderboard: bool = False
+    section: str = ""
+
+
 Options = Mapping[str, Any]
 MethodFn = Callable[[Cell, Options], dict[str, Scalar]]
 CostFn = Callable[[Cell, Options], float]
@@ -251,6 +347,7 @@ MemoryFn = Callable[[Cell, Options], Resources]
 CheckFn = Callable[[Cell, Options], None]
 BatchFn = Callable[[list[Cell], list[Options]], list[dict[str, Scalar]]]
 BatchKeyFn = Callable[[Cell, Options], Hashable | None]
+PrereqFn = Callable[[Sequence[Cell]], list[Cell]]
 
 
 def _no_cost(cell: Cell, opts: Options) -> float:
@@ -302,6 +399,14 @@ class MethodSpec:
         ``alpha``, cells sharing their data fitted together). The contract: a batch returns
         for each cell exactly what the cell returns alone, so a cell's stored result never
         depends on the sweep it was part of.
+    cli : CliFace, optional
+        Its verb (:func:`default_face` when not given).
+    prerequisites : callable, optional
+        ``prerequisites(cells) -> cells`` of other families whose results these cells read
+        (ERM's ``lam='replica'`` reads the ``theory_erm`` point): the sweep costs them and
+        the cost model counts them once.
+    report : ReportRole
+        Its place in the report.
     """
 
     family: str
@@ -319,6 +424,14 @@ class MethodSpec:
     dims: tuple[str, ...] = ("variant", "L", "nu", "delta", "alpha", "lam", "D", "sqrtND")
     batch: BatchFn | None = None
     batch_key: BatchKeyFn | None = None
+    cli: CliFace | None = None
+    prerequisites: PrereqFn | None = None
+    report: ReportRole = ReportRole()
+
+    @property
+    def face(self) -> CliFace:
+        """Its CLI face (declared, or :func:`default_face`)."""
+        return self.cli if self.cli is not None else default_face(self)
 
     @property
     def methods(self) -> list[str]:
@@ -355,7 +468,9 @@ def register(family: str, *, schema: Schema | None = None, activations: tuple[st
              memory: MemoryFn | None = None, check: CheckFn | None = None,
              plot: PlotStyle | None = None, version: str = "1",
              dims: tuple[str, ...] | None = None, batch: BatchFn | None = None,
-             batch_key: BatchKeyFn | None = None) -> Callable[[MethodFn], MethodFn]:
+             batch_key: BatchKeyFn | None = None, cli: CliFace | None = None,
+             prerequisites: PrereqFn | None = None,
+             report: ReportRole | None = None) -> Callable[[MethodFn], MethodFn]:
     """Decorator registering ``fn(cell, opts)`` as the method family ``family``."""
     if (batch is None) != (batch_key is None):
         raise ValueError(f"family {family!r}: give both batch and batch_key, or neither")
@@ -368,7 +483,8 @@ def register(family: str, *, schema: Schema | None = None, activations: tuple[st
             family, fn, tuple(activations), tuple(needs), description,
             schema.renamed(family) if schema is not None else Schema(family),
             tuple(outputs), cost or _no_cost, memory or _no_memory, check,
-            plot or PlotStyle(), str(version), batch=batch, batch_key=batch_key, **kw)
+            plot or PlotStyle(), str(version), batch=batch, batch_key=batch_key, cli=cli,
+            prerequisites=prerequisites, report=report or ReportRole(), **kw)
         return fn
 
     return deco

@@ -40,7 +40,7 @@ from bayesslr.core.task import (
     sample_task,
     seed_key,
 )
-from bayesslr.registry import Cell, PlotStyle, Resources, common, outputs, register
+from bayesslr.registry import Cell, CliFace, PlotStyle, Resources, common, outputs, register
 
 # teacher, training and test data in one compiled call (eager generation compiles op by op)
 _sample_task = jax.jit(sample_task, static_argnums=(1, 2, 3))
@@ -155,7 +155,18 @@ def run_start(key: jax.Array, init: str, spec: ModelSpec, teacher: Teacher, data
               ("r_hat_max_pooled", "split R-hat over all chains of all starts")),
           cost=_cost, memory=_memory, check=_check,
           plot=PlotStyle(kind="marker", label="Bayes (NUTS)", marker="s", color="k"),
-          version="4")  # 4: adapt="auto" (grad from the teacher, stan from other starts)
+          version="4",  # 4: adapt="auto" (grad from the teacher, stan from other starts)
+          cli=CliFace(
+              verb=("sample",), task={"delta": "0.01"},
+              fields={"D": "100", "alpha": "4", "seed": "0"},
+              help={"nu": "Signal strength nu >= 0 (inf needs --tempered).",
+                    "delta": "Label-noise variance Delta > 0 (0 needs --tempered).",
+                    "D": "Token dimension D >= 1.",
+                    "seed": "Seed of teacher, data and sampler."},
+              flags={"idata": "--save-idata"},
+              header=("variant", "L", "nu", "delta", "D", "alpha", "seed"),
+              doc="Posterior-mean (Bayes-optimal) test error by NUTS, with sampler diagnostics "
+                  "and a convergence verdict"))
 def bayes_sampling_cell(cell: Cell, opts: Mapping[str, Any]) -> dict[str, Any]:
     """Registered method ``bayes_sampling``: posterior-mean (Bayes-optimal) test error by NUTS.
 

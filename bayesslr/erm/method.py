@@ -39,6 +39,7 @@ from bayesslr.erm.gd import GDOptions, gd_trajectory
 from bayesslr.erm.protocol import ERMOptions, erm_fit_grid, parse_lam
 from bayesslr.registry import (
     Cell,
+    CliFace,
     Output,
     PlotStyle,
     Resources,
@@ -449,7 +450,19 @@ def _erm_batch(cells: list[Cell], opts_list: list[Mapping[str, Any]]) -> list[di
           description="regularised ERM by L-BFGS on the data (docs/estimators.md)",
           outputs=ERM_OUTPUTS, cost=_cost, memory=_memory, check=_check,
           plot=PlotStyle(kind="marker", label="{activation} (ERM)", marker="o", filled=False),
-          version="4", batch=_erm_batch, batch_key=_batch_key)
+          version="4", batch=_erm_batch, batch_key=_batch_key,
+          cli=CliFace(
+              fields={"alpha": "5", "lam": "0.1", "activation": "softmax", "D": None,
+                      "sqrtND": None, "seed": "0"},
+              help={"lam": "Ridge penalty lam >= 0 on k and v, 'validation' (grid search on "
+                           "held-out training data) or 'replica' (the replica theory's optimal "
+                           "lam at this task and alpha, cached on disk).",
+                    "seed": "First seed; the seeds are seed, seed+1, ..."},
+              header=("variant", "L", "nu", "delta", "alpha", "activation"),
+              decode=("lam_grid", "val_risk"),
+              doc="Fit (k, v) by L-BFGS on sum 1/2 (y - f)^2 + lam/2 (|k|^2 + |v|^2) and report "
+                  "the test excess error on fresh data (mean over seeds), its standard error, "
+                  "the training loss and the overlaps"))
 def erm_cell(cell: Cell, opts: Mapping[str, Any]) -> dict[str, Any]:
     """Registered method ``erm:<activation>`` (see the module docstring; options
     :data:`SCHEMA`)."""

@@ -50,6 +50,7 @@ import numpy as np
 
 from bayesslr.core.activations import Activation, get_activation
 from bayesslr.core.jaxconfig import Array, PRNGKey
+from bayesslr.core.lam import parse_lam as _parse_lam
 from bayesslr.core.metrics import TestErrors, oracle_terms, score_given
 from bayesslr.core.options import Validated, option
 from bayesslr.core.task import (
@@ -81,28 +82,15 @@ INFORMED_C_INF = 5.0  # norm factor of the informed start for max-SLR with nu = 
 DEFAULT_LAM_GRID: tuple[float, ...] = (1e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0, 3.0)
 
 
-LAM_MODES: tuple[str, ...] = ("validation", "replica")
-_LAM_ALLOWED = ("real >= 0, 'validation' (grid search on held-out training data) or 'replica' "
-                "(the replica theory's optimal lam at the cell's task and alpha)")
+LAM_MODES: tuple[str, ...] = ("validation", "replica")  # the words of lam ERM takes
 
 
 def parse_lam(value: Any) -> float | str:
-    """A ridge penalty: a real ``>= 0``, ``"validation"`` (grid search on held-out training
+    """A ridge penalty of ERM (:func:`bayesslr.core.lam.parse_lam` narrowed to
+    :data:`LAM_MODES`): a real ``>= 0``, ``"validation"`` (grid search on held-out training
     data) or ``"replica"`` (the lam minimising the replica theory's test error, resolved by
-    :func:`bayesslr.erm.method.replica_lam`). ``"auto"`` is refused: it named two different
-    searches (the ERM validation search and the replica theory's optimum)."""
-    if isinstance(value, str) and value.strip().lower() in LAM_MODES:
-        return value.strip().lower()
-    if isinstance(value, str) and value.strip().lower() == "auto":
-        raise ConfigError(f"lam='auto' is ambiguous; allowed: {_LAM_ALLOWED}")
-    if value is None:
-        raise ConfigError(f"lam is not set; allowed: {_LAM_ALLOWED}")
-    if isinstance(value, str):
-        try:
-            value = float(value)
-        except ValueError:
-            raise ConfigError(f"lam={value!r} is not allowed; allowed: {_LAM_ALLOWED}") from None
-    return check_real("lam", value, low=0.0)
+    :func:`bayesslr.erm.method.replica_lam`)."""
+    return _parse_lam(value, LAM_MODES)
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ TOML layout (every grid key takes one value or a list; ``[defaults]`` fill what 
     [[grid]]
     methods = ["erm:softmax", "theory_erm:softmax"]
     alpha = [1, 2, 5]      # N / D, > 0
-    lam = [0.1]            # ridge penalty >= 0, or "auto"
+    lam = [0.1]            # ridge penalty >= 0, "validation", "replica" or "optimal"
     sqrtND = 1000          # or D = 100 (integer >= 1), not both in one block
     options = { erm = { init = "informed" } }   # block options override the top-level ones
 
@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from bayesslr import registry
+from bayesslr.core.lam import parse_lam
 from bayesslr.core.options import Opt
 from bayesslr.core.task import VARIANTS, ConfigError, LengthLaw, check_int, check_real
 from bayesslr.registry import Cell, MethodSpec, get_method
@@ -113,8 +114,8 @@ def _alpha(where: str, v: Any) -> float:
 
 
 def _lam(where: str, v: Any) -> float | str:
-    if isinstance(v, str) and v.strip():
-        return v.strip().lower()  # a named choice ('validation', 'optimal'): the family checks
+    if isinstance(v, str):
+        return parse_lam(v)  # one of LAM_MODES (the family checks which it takes) or a real
     return check_real(where, v, low=0.0)
 
 

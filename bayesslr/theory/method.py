@@ -30,8 +30,9 @@ import time
 from collections.abc import Hashable, Mapping
 from typing import Any
 
+from bayesslr.core.lam import parse_lam
 from bayesslr.core.options import Opt, Schema, schema_of
-from bayesslr.core.task import ConfigError, LengthLaw, check_real
+from bayesslr.core.task import ConfigError, LengthLaw
 from bayesslr.registry import Cell, PlotStyle, Resources, common, outputs, register
 from bayesslr.theory.bayes import (
     BAYES_STARTS,
@@ -51,6 +52,7 @@ from bayesslr.theory.erm import (
     erm_curve,
 )
 from bayesslr.theory.lam_opt import DEFAULT_LAM_GRID, optimal_lambda, optimal_lambda_curve
+from bayesslr.theory.presentation import BAYES_FACE, ERM_FACE
 from bayesslr.theory.solver import SOLVER_KEYS, SolverOptions
 
 LAM_OPTIMAL = "optimal"
@@ -106,14 +108,7 @@ BAYES_SCHEMA = schema_of(BayesTheoryOptions, "theory_bayes", exclude=("seed",)) 
 
 def parse_theory_lam(value: Any) -> float | str:
     """``lam`` of a replica cell: a real ``>= 0`` or ``"optimal"`` (``"opt"`` accepted)."""
-    if isinstance(value, str) and value.strip().lower() in {LAM_OPTIMAL, "opt"}:
-        return LAM_OPTIMAL
-    if isinstance(value, str) and value.strip().lower() == "auto":
-        raise ConfigError("lam='auto' is ambiguous; allowed for replica cells: real >= 0 or "
-                          "'optimal' (the theory's own optimal lam)")
-    if value is None:
-        raise ConfigError("lam is not set; allowed: real >= 0 or 'optimal'")
-    return check_real("lam", value, low=0.0)
+    return parse_lam(value, (LAM_OPTIMAL,))
 
 
 def _check_path(cell: Cell, opts: Mapping[str, Any]) -> None:
@@ -320,7 +315,7 @@ def _on_path(alpha: float, path: list[float]) -> float:
           cost=_erm_cost, memory=_erm_memory,
           check=lambda c, o: _check_erm(c, o),
           plot=PlotStyle(kind="line", label="{activation} (theory)"), version="3",
-          dims=("variant", "L", "nu", "delta", "alpha", "lam"),
+          dims=("variant", "L", "nu", "delta", "alpha", "lam"), cli=ERM_FACE,
           batch=_erm_batch, batch_key=_path_key)
 def theory_erm_cell(cell: Cell, opts: Mapping[str, Any]) -> dict[str, Any]:
     """One ``alpha`` of the ERM replica theory (options :data:`ERM_SCHEMA`)."""
@@ -393,7 +388,7 @@ def _bayes_batch(cells: list[Cell], opts_list: list[Mapping[str, Any]]) -> list[
                "1", None, "iteration")),
           cost=_bayes_cost, memory=_bayes_memory, check=lambda c, o: _check_path(c, o),
           plot=PlotStyle(kind="line", label="Bayes-optimal (theory)", color="k"),
-          version="3", dims=("variant", "L", "nu", "delta", "alpha"),
+          version="3", dims=("variant", "L", "nu", "delta", "alpha"), cli=BAYES_FACE,
           batch=_bayes_batch, batch_key=_path_key)
 def theory_bayes_cell(cell: Cell, opts: Mapping[str, Any]) -> dict[str, Any]:
     """One ``alpha`` of the state evolution from both starts (options :data:`BAYES_SCHEMA`);
