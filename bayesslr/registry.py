@@ -347,7 +347,25 @@ MemoryFn = Callable[[Cell, Options], Resources]
 CheckFn = Callable[[Cell, Options], None]
 BatchFn = Callable[[list[Cell], list[Options]], list[dict[str, Scalar]]]
 BatchKeyFn = Callable[[Cell, Options], Hashable | None]
-PrereqFn = Callable[[Sequence[Cell]], list[Cell]]
+
+
+@dataclass(frozen=True)
+class Prerequisites:
+    """Work of another family that a family's cells read (ERM's ``lam='replica'`` reads the
+    ``theory_erm`` point at its task and ``alpha``).
+
+    Attributes
+    ----------
+    what : str
+        What the cells need, in words (``"replica lam"``; the cost estimate's label).
+    pending : callable
+        ``pending(cells) -> {key: cell}``: the cells of other families these cells need and
+        that are not yet available (cached answers left out), keyed so that work several
+        cells share is counted once.
+    """
+
+    what: str
+    pending: Callable[[Sequence[Cell]], Mapping[Hashable, Cell]]
 
 
 def _no_cost(cell: Cell, opts: Options) -> float:
@@ -401,10 +419,8 @@ class MethodSpec:
         depends on the sweep it was part of.
     cli : CliFace, optional
         Its verb (:func:`default_face` when not given).
-    prerequisites : callable, optional
-        ``prerequisites(cells) -> cells`` of other families whose results these cells read
-        (ERM's ``lam='replica'`` reads the ``theory_erm`` point): the sweep costs them and
-        the cost model counts them once.
+    prerequisites : Prerequisites, optional
+        Work of other families its cells read: the cost estimate counts it once.
     report : ReportRole
         Its place in the report.
     """
@@ -425,7 +441,7 @@ class MethodSpec:
     batch: BatchFn | None = None
     batch_key: BatchKeyFn | None = None
     cli: CliFace | None = None
-    prerequisites: PrereqFn | None = None
+    prerequisites: Prerequisites | None = None
     report: ReportRole = ReportRole()
 
     @property
@@ -469,7 +485,7 @@ def register(family: str, *, schema: Schema | None = None, activations: tuple[st
              plot: PlotStyle | None = None, version: str = "1",
              dims: tuple[str, ...] | None = None, batch: BatchFn | None = None,
              batch_key: BatchKeyFn | None = None, cli: CliFace | None = None,
-             prerequisites: PrereqFn | None = None,
+             prerequisites: Prerequisites | None = None,
              report: ReportRole | None = None) -> Callable[[MethodFn], MethodFn]:
     """Decorator registering ``fn(cell, opts)`` as the method family ``family``."""
     if (batch is None) != (batch_key is None):

@@ -26,7 +26,7 @@ import json
 import math
 import os
 import time
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,7 @@ from bayesslr.registry import (
     CliFace,
     Output,
     PlotStyle,
+    Prerequisites,
     Resources,
     common,
     get_method,
@@ -297,6 +298,19 @@ def replica_pending(cell: Cell, opts: Mapping[str, Any]) -> tuple[str, Cell] | N
     return key, tcell
 
 
+def _replica_prerequisites(cells: Sequence[Cell]) -> dict[str, Cell]:
+    """The replica points that ``lam='replica'`` cells need and that are not cached yet."""
+    needed: dict[str, Cell] = {}
+    for c in cells:
+        pending = replica_pending(c, get_method(c.method).schema.validate(c.options))
+        if pending is not None:
+            needed.setdefault(*pending)
+    return needed
+
+
+REPLICA_PREREQUISITES = Prerequisites("replica lam", _replica_prerequisites)
+
+
 def _record(tcell: Cell, out: Mapping[str, Any]) -> dict[str, Any]:
     return {"lam": float(out["lam"]), "test_error": float(out["test_error"]),
             "stderr": float(out["stderr"]), "converged": bool(out["converged"]),
@@ -451,6 +465,7 @@ def _erm_batch(cells: list[Cell], opts_list: list[Mapping[str, Any]]) -> list[di
           outputs=ERM_OUTPUTS, cost=_cost, memory=_memory, check=_check,
           plot=PlotStyle(kind="marker", label="{activation} (ERM)", marker="o", filled=False),
           version="4", batch=_erm_batch, batch_key=_batch_key,
+          prerequisites=REPLICA_PREREQUISITES,
           cli=CliFace(
               fields={"alpha": "5", "lam": "0.1", "activation": "softmax", "D": None,
                       "sqrtND": None, "seed": "0"},
