@@ -23,6 +23,7 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from bayesslr.core.activations import ACTIVATIONS
 from bayesslr.core.options import Schema
 from bayesslr.core.task import ConfigError, TaskConfig, check_int, check_real, make_task
 
@@ -221,8 +222,9 @@ class PlotStyle:
         return ACTIVATION_COLORS.get(method.partition(":")[2], "C4")
 
 
-ACTIVATION_COLORS: dict[str, str] = {"softmax": "C0", "linear": "C1", "erf": "C2",
-                                     "softplus": "C3", "bayes": "k"}
+# one colour cycle entry per activation, in ACTIVATIONS order; the Bayes predictor black
+ACTIVATION_COLORS: dict[str, str] = {**{n: f"C{i}" for i, n in enumerate(ACTIVATIONS)},
+                                     "bayes": "k"}
 
 
 @dataclass(frozen=True)

@@ -353,8 +353,7 @@ def _starts(task: TaskConfig, act: Activation) -> list[np.ndarray]:
     ms = sorted({0.0, 0.25, 1.0, min(max(c, 0.5), 20.0), 3.0})
     base = list(act.param_init)
     starts = [np.array([m, 0.0, *base]) for m in ms]
-    if act.name == "erf":
-        starts += [np.array([m, 0.0, cc]) for m in (0.5, 2.0) for cc in (-1.5, 1.5)]
+    starts += [np.array(s) for s in act.population_starts]
     return starts
 
 

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from bayesslr.core.activations import ACTIVATIONS
 from bayesslr.report.figures import (
     Results,
     cross_zscore,
@@ -228,7 +229,7 @@ def population_claims(results: Results) -> list[Verdict]:
     out = []
     key = ["variant", "L", "nu"]
     by = {m: t[t.method == f"population:{m}"].set_index(key)
-          for m in ("bayes", "softmax", "linear", "erf", "softplus")}
+          for m in ("bayes", *ACTIVATIONS)}
 
     # softmax = Bayes; an at-bound value (optimum at |k| -> inf) only bounds the infimum from
     # above, so those settings get their own line; L = 1 is trivial (every activation exact)
@@ -398,7 +399,7 @@ def finite_sample_claims(results: Results) -> list[Verdict]:
     # ERM -> replica as D grows, at the replica's lam
     full = finite_sample_table(results, all_lams=True)
     pts = []
-    for act in ("softmax", "linear", "erf", "softplus"):
+    for act in ACTIVATIONS:
         th = full[full.method == f"theory_erm:{act}"]
         erm = full[full.method == f"erm:{act}"]
         for _, r in th.iterrows():

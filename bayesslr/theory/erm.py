@@ -40,7 +40,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bayesslr.core.activations import Activation, get_activation
+from bayesslr.core.activations import Activation, get_activation, replica_activations
 from bayesslr.core.options import Validated, option
 from bayesslr.core.task import ConfigError, TaskConfig, check_real
 from bayesslr.population.teacher_channel import channel64
@@ -55,7 +55,7 @@ from bayesslr.theory.solver import (
 ORDER_NAMES: tuple[str, ...] = ("m_k", "q_k", "V_k", "m_v", "q_v", "V_v")
 VH_FORMS: tuple[str, ...] = ("stein", "hessian")
 STARTS: tuple[str, ...] = ("informed", "uninformed")
-ERM_ACTIVATIONS: tuple[str, ...] = ("softmax", "linear", "softplus", "erf")
+ERM_ACTIVATIONS: tuple[str, ...] = replica_activations()  # those Activation.replica allows
 
 
 def default_tol(samples: int) -> float:

@@ -5,7 +5,8 @@
 Every group, variable, coordinate and attribute must be ``identical`` (xarray: same values,
 dims, coordinates and attributes; NaN equal to NaN). Left out: provenance that differs between
 two runs of the same code (the git revision, the history line with its timestamp) and wall
-times (variables whose CF ``units`` are seconds, ``"s"``: ``runtime_s``, ``time_fit_s``, ...).
+times (variables whose CF ``units`` are seconds, ``"s"``: ``runtime_s``, ``time_fit_s``, ...,
+and ``sampling_s``, which bayes_sampling returns undeclared).
 Exit status 0 when identical, 1 otherwise (each difference printed on one line).
 """
 
@@ -17,10 +18,13 @@ import numpy as np
 import xarray as xr
 
 PROVENANCE_ATTRS = ("git_revision", "history")
+# wall times a family returns without declaring them (stored with units "1")
+UNDECLARED_WALL_TIMES = ("sampling_s",)
 
 
 def _strip(ds: xr.Dataset) -> xr.Dataset:
-    timed = [v for v in ds.variables if ds[v].attrs.get("units") == "s" or v == "runtime_s"]
+    timed = [v for v in ds.variables if ds[v].attrs.get("units") == "s"
+             or v == "runtime_s" or v in UNDECLARED_WALL_TIMES]
     ds = ds.drop_vars(timed)
     ds.attrs = {k: v for k, v in ds.attrs.items() if k not in PROVENANCE_ATTRS}
     return ds
