@@ -329,17 +329,32 @@ class ReportRole:
 
     Attributes
     ----------
-    finite_sample : bool
-        Its cells are finite-``D`` estimates drawn as markers over the theory curves.
-    leaderboard : bool
-        It takes part in the inference leaderboard (budgeted samplers against the reference).
-    section : str
-        Title of its section in the generic per-family summary of the report (empty: none).
+    finite_sample : int, optional
+        Drawing order of its curves or markers in the error-vs-``alpha`` figures (lower
+        first); families with an ``alpha`` dimension and no order are drawn after the others.
+    leaderboard : int, optional
+        Its place on the inference leaderboard (budgeted samplers, ERM and GAMP against the
+        Bayes-optimal reference); ``None``: not on it.
+    figures : mapping
+        Figures of its own, ``name -> fn(results) -> matplotlib Figure`` (raise
+        :class:`bayesslr.report.figures.NothingToPlot` when the results lack the data),
+        written by ``bayesslr report`` beside the standard ones.
+    claims : callable, optional
+        ``claims(results) -> list of Verdict``: its own verdicts, a section of
+        ``verdicts.txt`` headed by the family's name.
     """
 
-    finite_sample: bool = False
-    leaderboard: bool = False
-    section: str = ""
+    finite_sample: int | None = None
+    leaderboard: int | None = None
+    figures: Mapping[str, Callable[[Any], Any]] = field(default_factory=dict)
+    claims: Callable[[Any], list[Any]] | None = None
+
+
+def report_order(role: str) -> tuple[str, ...]:
+    """Families with a ``role`` (``"finite_sample"`` or ``"leaderboard"``) in their order."""
+    ranked = [(getattr(s.report, role), f) for f, s in families().items()
+              if getattr(s.report, role) is not None]
+    return tuple(f for _, f in sorted(ranked))
 
 
 Options = Mapping[str, Any]

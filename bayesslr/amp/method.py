@@ -24,7 +24,16 @@ from bayesslr.amp.gamp import GampOptions, gamp, gamp_predict
 from bayesslr.core.metrics import test_errors
 from bayesslr.core.options import Opt, schema_of
 from bayesslr.core.task import LengthLaw, algorithm_key, seed_key
-from bayesslr.registry import Cell, CliFace, PlotStyle, Resources, common, outputs, register
+from bayesslr.registry import (
+    Cell,
+    CliFace,
+    PlotStyle,
+    ReportRole,
+    Resources,
+    common,
+    outputs,
+    register,
+)
 
 SCHEMA = schema_of(GampOptions, "amp") + (
     Opt("n_test", 10_000, "int", low=2, high=10**8, doc="fresh test inputs"),
@@ -93,6 +102,7 @@ def _cost(cell: Cell, opts: Mapping[str, Any]) -> float:
           cost=_cost, memory=_memory,
           plot=PlotStyle(kind="marker", label="GAMP", marker="D", color="k", filled=False),
           version="1", dims=("variant", "L", "nu", "delta", "alpha", "D"),
+          report=ReportRole(finite_sample=5, leaderboard=3),
           cli=CliFace(task={"delta": "0.01"}, fields={"D": "2000", "alpha": "2", "seed": "0"},
                       help={"D": "Token dimension D >= 1.",
                             "seed": "Seed of teacher, data and start."},

@@ -40,7 +40,16 @@ from bayesslr.core.task import (
     sample_task,
     seed_key,
 )
-from bayesslr.registry import Cell, CliFace, PlotStyle, Resources, common, outputs, register
+from bayesslr.registry import (
+    Cell,
+    CliFace,
+    PlotStyle,
+    ReportRole,
+    Resources,
+    common,
+    outputs,
+    register,
+)
 
 # teacher, training and test data in one compiled call (eager generation compiles op by op)
 _sample_task = jax.jit(sample_task, static_argnums=(1, 2, 3))
@@ -156,6 +165,7 @@ def run_start(key: jax.Array, init: str, spec: ModelSpec, teacher: Teacher, data
           cost=_cost, memory=_memory, check=_check,
           plot=PlotStyle(kind="marker", label="Bayes (NUTS)", marker="s", color="k"),
           version="4",  # 4: adapt="auto" (grad from the teacher, stan from other starts)
+          report=ReportRole(finite_sample=4),
           cli=CliFace(
               verb=("sample",), task={"delta": "0.01"},
               fields={"D": "100", "alpha": "4", "seed": "0"},

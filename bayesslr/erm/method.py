@@ -43,6 +43,7 @@ from bayesslr.registry import (
     Output,
     PlotStyle,
     Prerequisites,
+    ReportRole,
     Resources,
     common,
     get_method,
@@ -465,7 +466,7 @@ def _erm_batch(cells: list[Cell], opts_list: list[Mapping[str, Any]]) -> list[di
           outputs=ERM_OUTPUTS, cost=_cost, memory=_memory, check=_check,
           plot=PlotStyle(kind="marker", label="{activation} (ERM)", marker="o", filled=False),
           version="4", batch=_erm_batch, batch_key=_batch_key,
-          prerequisites=REPLICA_PREREQUISITES,
+          prerequisites=REPLICA_PREREQUISITES, report=ReportRole(finite_sample=3, leaderboard=2),
           cli=CliFace(
               fields={"alpha": "5", "lam": "0.1", "activation": "softmax", "D": None,
                       "sqrtND": None, "seed": "0"},

@@ -46,7 +46,7 @@ from bayesslr.inference import reference as ref
 from bayesslr.inference.evaluate import score_draws, task_data
 from bayesslr.inference.mcmc import MCMC_ALGORITHMS, MCMCSettings, run_mcmc
 from bayesslr.inference.vi import VI_ALGORITHMS, run_vi
-from bayesslr.registry import Cell, PlotStyle, Resources, common, outputs, register
+from bayesslr.registry import Cell, PlotStyle, ReportRole, Resources, common, outputs, register
 
 SMC_ALGORITHMS: tuple[str, ...] = ("smc",)
 ALGORITHMS: tuple[str, ...] = MCMC_ALGORITHMS + VI_ALGORITHMS + SMC_ALGORITHMS
@@ -216,7 +216,7 @@ def _cost(cell: Cell, opts: dict[str, Any]) -> float:
                 "against the Bayes-optimal reference (docs/theory.md, docs/model.md §6)",
     outputs=OUTPUTS, cost=_cost, memory=_memory, check=_check,
     plot=PlotStyle(kind="marker", label="{activation}", marker="o"), version="1",
-    dims=("variant", "L", "nu", "delta", "alpha", "D"))
+    dims=("variant", "L", "nu", "delta", "alpha", "D"), report=ReportRole(leaderboard=1))
 def inference_cell(cell: Cell, opts: dict[str, Any]) -> dict[str, Any]:
     """One budgeted run of ``cell.activation`` on the task of ``cell`` (module docstring).
 

@@ -29,9 +29,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import LogLocator, MaxNLocator, NullFormatter, ScalarFormatter
 
-from bayesslr.registry import PlotStyle, get_method
+from bayesslr.registry import PlotStyle, get_method, report_order
 from bayesslr.results.query import (  # noqa: F401  (re-exported for report modules)
-    FINITE_SAMPLE,
     SETTING_DIMS,
     SIZE_DIMS,
     START_STYLE,
@@ -328,7 +327,8 @@ def finite_sample_groups(results: Results) -> dict[str, xr.Dataset]:
     """The groups drawn against ``alpha``: families with an ``alpha`` dimension and a test
     error whose plot style is a line or markers (trajectory families are drawn elsewhere)."""
     g = groups(results)
-    order = [f for f in FINITE_SAMPLE if f in g] + [f for f in g if f not in FINITE_SAMPLE]
+    first = report_order("finite_sample")  # each family's ReportRole, from the registry
+    order = [f for f in first if f in g] + [f for f in g if f not in first]
     out = {}
     for fam in order:
         ds = g[fam]

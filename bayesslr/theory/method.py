@@ -33,7 +33,15 @@ from typing import Any
 from bayesslr.core.lam import parse_lam
 from bayesslr.core.options import Opt, Schema, schema_of
 from bayesslr.core.task import ConfigError, LengthLaw
-from bayesslr.registry import Cell, PlotStyle, Resources, common, outputs, register
+from bayesslr.registry import (
+    Cell,
+    PlotStyle,
+    ReportRole,
+    Resources,
+    common,
+    outputs,
+    register,
+)
 from bayesslr.theory.bayes import (
     BAYES_STARTS,
     BayesCurvePoint,
@@ -316,6 +324,7 @@ def _on_path(alpha: float, path: list[float]) -> float:
           check=lambda c, o: _check_erm(c, o),
           plot=PlotStyle(kind="line", label="{activation} (theory)"), version="3",
           dims=("variant", "L", "nu", "delta", "alpha", "lam"), cli=ERM_FACE,
+          report=ReportRole(finite_sample=2),
           batch=_erm_batch, batch_key=_path_key)
 def theory_erm_cell(cell: Cell, opts: Mapping[str, Any]) -> dict[str, Any]:
     """One ``alpha`` of the ERM replica theory (options :data:`ERM_SCHEMA`)."""
@@ -389,6 +398,7 @@ def _bayes_batch(cells: list[Cell], opts_list: list[Mapping[str, Any]]) -> list[
           cost=_bayes_cost, memory=_bayes_memory, check=lambda c, o: _check_path(c, o),
           plot=PlotStyle(kind="line", label="Bayes-optimal (theory)", color="k"),
           version="3", dims=("variant", "L", "nu", "delta", "alpha"), cli=BAYES_FACE,
+          report=ReportRole(finite_sample=1),
           batch=_bayes_batch, batch_key=_path_key)
 def theory_bayes_cell(cell: Cell, opts: Mapping[str, Any]) -> dict[str, Any]:
     """One ``alpha`` of the state evolution from both starts (options :data:`BAYES_SCHEMA`);
