@@ -19,6 +19,7 @@ from typer.exceptions import TyperException  # typer vendors click; its errors d
 
 from bayesslr.commands import family, methods, run
 from bayesslr.core.exit_codes import EXIT_BAD_INPUT, EXIT_CELLS_FAILED, EXIT_WRITE_FAILED
+from bayesslr.core.files import StoreError
 from bayesslr.core.task import ConfigError
 from bayesslr.registry import families
 
@@ -51,13 +52,6 @@ def _fail(message: str, code: int = EXIT_BAD_INPUT) -> None:
     if message:  # click's "no arguments: show help" carries no message
         print(f"bayesslr: error: {message}", file=sys.stderr)
     sys.exit(code)
-
-
-def _store_error() -> type[Exception]:
-    """:class:`bayesslr.sweep.storage.StoreError` when that module is loaded (it is whenever
-    one can have been raised), without importing it for the verbs that do not write."""
-    mod = sys.modules.get("bayesslr.sweep.storage")
-    return mod.StoreError if mod is not None else _NeverRaised
 
 
 def _cell_failed() -> type[Exception]:
@@ -106,7 +100,7 @@ def main(argv: list[str] | None = None) -> None:
         rc = build_app()(args=argv, standalone_mode=False)
     except ConfigError as exc:
         _fail(str(exc))
-    except _store_error() as exc:
+    except StoreError as exc:
         _fail(str(exc), EXIT_WRITE_FAILED)
     except _cell_failed() as exc:
         _fail(str(exc), EXIT_CELLS_FAILED)

@@ -40,6 +40,7 @@ from bayesslr.core.task import (
     sample_task,
     seed_key,
 )
+from bayesslr.core.thresholds import CONVERGENCE
 from bayesslr.registry import (
     Cell,
     CliFace,
@@ -54,11 +55,10 @@ from bayesslr.registry import (
 # teacher, training and test data in one compiled call (eager generation compiles op by op)
 _sample_task = jax.jit(sample_task, static_argnums=(1, 2, 3))
 
-# convergence verdict of a run (Vehtari et al. 2021, "Rank-normalization, folding, and
-# localization: an improved R-hat"): split R-hat below this, bulk and tail ESS of at least this
-# many per chain, no divergent transition; with several starts, the pooled R-hat too
-RHAT_MAX = 1.01
-ESS_PER_CHAIN_MIN = 100.0
+# convergence verdict of a run (bayesslr.core.thresholds: why these values); with several
+# starts, the pooled R-hat too
+RHAT_MAX = CONVERGENCE["bayes_sampling"].r_hat_max
+ESS_PER_CHAIN_MIN = CONVERGENCE["bayes_sampling"].ess_min
 
 SCHEMA = SAMPLER_SCHEMA + (
     Opt("init", ("teacher",), "choices", choices=INITS,

@@ -20,12 +20,12 @@ The CLI verb ``bayesslr erm``, the sweep runner and the Python API all go throug
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
 import math
 import os
-import time
 from collections.abc import Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from bayesslr.core.activations import ACTIVATIONS
+from bayesslr.core.files import StoreError, exclusive_lock, write_json_atomic
 from bayesslr.core.options import Opt, schema_of
 from bayesslr.core.task import OVERLAP_NAMES, ConfigError, LengthLaw
 from bayesslr.erm.gd import GDOptions, gd_trajectory
@@ -181,7 +182,6 @@ ERM_OUTPUTS = common("test_error", "stderr", "stderr_test", "risk", "oracle_erro
 # theory options) and kept on disk
 # ----------------------------------------------------------------------------------------------
 REPLICA_CACHE_ENV = "BAYESSLR_REPLICA_CACHE"
-REPLICA_LOCK_STALE_S = 4 * 3600.0  # a lock older than this is left by a dead process
 _REPLICA_MEMO: dict[str, dict[str, Any]] = {}
 
 
@@ -362,16 +362,9 @@ def _remember(tcell: Cell, rec: dict[str, Any]) -> None:
     try:
         root.mkdir(parents=True, exist_ok=True)
         if not path.exists():
-            _write_json(path, rec)
-    except OSError:
+            write_json_atomic(rec, path, sort_keys=True)
+    except (OSError, StoreError):
         pass
-
-
-def _write_json(path: Path, rec: dict[str, Any]) -> None:
-    """Write ``rec`` to ``path`` atomically (a temporary file, then a rename)."""
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(rec, sort_keys=True), encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
@@ -382,39 +375,20 @@ def _read_json(path: Path) -> dict[str, Any] | None:
 
 
 def _solve_locked(tcell: Cell, path: Path, lock: Path) -> dict[str, Any] | None:
-    """Solve and store under the lock file ``lock`` (:func:`_lock_name`); ``None`` when the
-    directory cannot be written."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        return None
-    while True:
+    """Solve and store under the lock ``lock`` (:func:`_lock_name`;
+    :func:`bayesslr.core.files.exclusive_lock`: a process that solves the same point holds it,
+    the others wait and read its answer); ``None`` when the directory cannot be written."""
+    with contextlib.ExitStack() as stack:
         try:
-            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-            break
-        except FileExistsError:  # another process solves this point: wait for its answer
-            rec = _read_json(path)
-            if rec is not None:
-                return rec
-            try:
-                stale = time.time() - lock.stat().st_mtime > REPLICA_LOCK_STALE_S
-            except OSError:
-                continue
-            if stale:
-                lock.unlink(missing_ok=True)
-            else:
-                time.sleep(2.0)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            stack.enter_context(exclusive_lock(lock))
         except OSError:
             return None
-    try:
-        os.close(fd)
-        rec = _read_json(path)  # finished while we waited for the lock
+        rec = _read_json(path)  # solved while we waited for the lock
         if rec is None:
             rec = _solve_replica(tcell)
-            _write_json(path, rec)
+            write_json_atomic(rec, path, sort_keys=True)
         return rec
-    finally:
-        lock.unlink(missing_ok=True)
 
 
 # ----------------------------------------------------------------------------------------------

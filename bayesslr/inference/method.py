@@ -42,6 +42,7 @@ from bayesslr.bayes.model import model_spec
 from bayesslr.bayes.sampler import init_params
 from bayesslr.core.options import Opt, Schema
 from bayesslr.core.task import ConfigError, algorithm_key
+from bayesslr.core.thresholds import CONVERGENCE
 from bayesslr.inference import reference as ref
 from bayesslr.inference.evaluate import score_draws, task_data
 from bayesslr.inference.mcmc import MCMC_ALGORITHMS, MCMCSettings, run_mcmc
@@ -51,8 +52,8 @@ from bayesslr.registry import Cell, PlotStyle, ReportRole, Resources, common, ou
 SMC_ALGORITHMS: tuple[str, ...] = ("smc",)
 ALGORITHMS: tuple[str, ...] = MCMC_ALGORITHMS + VI_ALGORITHMS + SMC_ALGORITHMS
 BUDGET_TIERS: tuple[str, ...] = ("1e3", "3e3", "1e4", "3e4", "1e5", "3e5", "1e6", "3e6")
-RHAT_MAX = 1.05
-ESS_MIN = 100.0
+RHAT_MAX = CONVERGENCE["inference"].r_hat_max  # bayesslr.core.thresholds: why looser
+ESS_MIN = CONVERGENCE["inference"].ess_min
 SMC_ACCEPT_MIN = 0.2
 
 _COMMON_OPTS = ("n_test", "reference", "chunk_predict")

@@ -40,7 +40,6 @@ import importlib.resources
 import json
 import math
 import os
-import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -53,14 +52,17 @@ import numpy as np
 from bayesslr.bayes import arviz_adapter
 from bayesslr.bayes.model import model_spec
 from bayesslr.bayes.sampler import SamplerOptions, init_params, sample_posterior
+from bayesslr.core.files import write_text_atomic
+from bayesslr.core.provenance import git_revision
 from bayesslr.core.task import ConfigError, TaskConfig, make_task
+from bayesslr.core.thresholds import CONVERGENCE
 from bayesslr.inference.evaluate import per_input_errors, predict_draws, task_data
 
 REFERENCE_FILE = "inference_reference.nc"
 REFERENCE_MAX_D = 200
 # thresholds of the reference's own checks (documented in docs/inference.md)
-REF_RHAT_MAX = 1.01
-REF_ESS_MIN = 400.0
+REF_RHAT_MAX = CONVERGENCE["reference"].r_hat_max  # bayesslr.core.thresholds: why
+REF_ESS_MIN = CONVERGENCE["reference"].ess_min
 
 
 @dataclass(frozen=True)
@@ -132,18 +134,6 @@ def preset_tasks() -> list[RefTask]:
 THEORY_POINTS: tuple[tuple[str, str, float, float, float], ...] = tuple(
     [("spiked", "3", 2.0, 0.01, a) for a in (1.0, 1.2, 1.5, 2.0, 3.0, 5.0, 8.0)]
     + [("spiked", "3", 2.0, 1e-4, a) for a in (1.0, 1.1, 1.15, 1.2, 1.25, 1.5, 2.0, 5.0)])
-
-
-def git_revision() -> str:
-    try:
-        root = Path(__file__).resolve().parents[2]
-        rev = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
-                             text=True, timeout=10)
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--",
-                                "bayesslr"], capture_output=True, text=True, timeout=10)
-        return rev.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
 
 
 # ------------------------------------------------------------------------------------------
@@ -252,7 +242,7 @@ def build(work: Path, tasks: list[RefTask], settings: RefSettings, *,
             "%Y-%m-%dT%H:%M:%S"), "git_revision": git_revision()}))
     if theory and not (work / "theory.json").exists():
         rows = [build_theory(p) for p in THEORY_POINTS]
-        _atomic_write(work / "theory.json", json.dumps(rows))
+        write_text_atomic(json.dumps(rows), work / "theory.json")
         print(f"theory: {len(rows)} points", flush=True)
     for t in tasks:
         f = work / f"{t.key()}.json"
@@ -262,16 +252,10 @@ def build(work: Path, tasks: list[RefTask], settings: RefSettings, *,
         row = build_task(t, settings)
         row["wall_s"] = time.perf_counter() - t0
         row["load_avg"] = os.getloadavg()[0]
-        _atomic_write(f, json.dumps(row))
+        write_text_atomic(json.dumps(row), f)
         print(f"{t.key()}: err {row['test_error']:.4f} +- {row['stderr']:.4f} bias "
               f"{row['mc_bias']:.4f} rhat {row['r_hat_max']:.3f} ess {row['ess_bulk_min']:.0f}"
               f" random {row['random_test_error']:.4f} ({row['wall_s']:.0f} s)", flush=True)
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 def assemble(work: Path, out: Path) -> Path:

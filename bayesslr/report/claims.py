@@ -37,6 +37,7 @@ import numpy as np
 import pandas as pd
 
 from bayesslr.core.activations import ACTIVATIONS
+from bayesslr.core.thresholds import CONVERGENCE
 from bayesslr.report.figures import (
     Results,
     cross_zscore,
@@ -58,9 +59,9 @@ TUNED_LAMS = frozenset({"validation", "replica", "optimal", "auto"})
 # cross overlaps: largest z-score along a trajectory allowed for "stays at the noise level"
 # (P(|N(0,1)| > 4) = 6e-5 per value; 3 overlaps x ~100 correlated records: < 2% false alarms)
 CROSS_Z = 4.0
-# the sampler's convergence thresholds (bayesslr.bayes.method.verdict)
-RHAT_MAX = 1.01
-ESS_PER_CHAIN_MIN = 100.0
+# the sampler's convergence thresholds (bayesslr.core.thresholds, as bayes.method.verdict)
+RHAT_MAX = CONVERGENCE["bayes_sampling"].r_hat_max
+ESS_PER_CHAIN_MIN = CONVERGENCE["bayes_sampling"].ess_min
 
 
 @dataclass(frozen=True)
