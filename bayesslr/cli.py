@@ -35,8 +35,8 @@ def build_app() -> typer.Typer:
                       pretty_exceptions_enable=False)
     cli.callback()(_root)
     family.add_family_verbs(cli, families())
-    run.register(cli)
-    methods.register(cli)
+    run.add_sweep_verbs(cli)
+    methods.add_methods_verb(cli)
     return cli
 
 

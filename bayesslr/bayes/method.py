@@ -17,15 +17,15 @@ import numpy as np
 
 from bayesslr.bayes import arviz_adapter
 from bayesslr.bayes.model import ModelSpec, model_spec
-from bayesslr.bayes.predict import overlaps, posterior_predict
+from bayesslr.bayes.predict import posterior_overlaps, posterior_predict
 from bayesslr.bayes.sampler import (
     INITS,
     SampleResult,
     SamplerOptions,
     init_params,
     mean_log_lik,
+    run_nuts,
     sample_anneal,
-    sample_posterior,
 )
 from bayesslr.bayes.sampler import SCHEMA as SAMPLER_SCHEMA
 from bayesslr.core.metrics import test_errors
@@ -146,7 +146,7 @@ def run_start(key: jax.Array, init: str, spec: ModelSpec, teacher: Teacher, data
         res, _ = sample_anneal(krun, spec, data, sampler, anneal_fractions)
         return res
     start = init_params(kinit, init, sampler.chains, data.X.shape[-1], teacher)
-    return sample_posterior(krun, spec, data, sampler, start=start, init=init)
+    return run_nuts(krun, spec, data, sampler, start=start, init=init)
 
 
 @register("bayes_sampling", schema=SCHEMA, needs=("alpha", "D"),
@@ -288,7 +288,7 @@ def _evaluate(task: TaskConfig, spec: ModelSpec, teacher: Teacher, train: Data, 
         "excess_over_oracle_stderr": err.excess_over_oracle_stderr,
         "test_error_plain": err_plain.test_error,
     }
-    out.update(overlaps(teacher, kf.mean(axis=0), vf.mean(axis=0)))
+    out.update(posterior_overlaps(teacher, kf.mean(axis=0), vf.mean(axis=0)))
     s = res.summary()
     for name in ("r_hat_max", "ess_bulk_min", "ess_tail_min", "divergences", "grad_evals",
                  "grad_evals_warmup", "ess_per_grad", "step_size_mean"):

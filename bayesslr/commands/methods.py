@@ -64,5 +64,5 @@ def methods(
     console.print(outs)
 
 
-def register(app: typer.Typer) -> None:
+def add_methods_verb(app: typer.Typer) -> None:
     app.command("methods")(methods)

@@ -38,7 +38,7 @@ def law_text(label: str) -> str:
     return f"{{{label}}}" if ":" in label else f"U{{{label}}}"
 
 
-def run(
+def run_sweep_verb(
     preset: str = typer.Option(None, "--preset", metavar="NAME",
                                help="built-in sweep (see 'presets'); default: quick"),
     config: Path = typer.Option(None, "--config", metavar="FILE", help="TOML sweep file"),
@@ -109,7 +109,7 @@ def run(
 
 def _dry_run(cfg, out_dir: Path, workers: int | None, force: bool,
              keep_stale: bool) -> None:
-    from bayesslr.sweep.config import summarize
+    from bayesslr.sweep.config import describe_sweep
     from bayesslr.sweep.cost import estimate, wall_seconds
     from bayesslr.sweep.runner import prepare_run
 
@@ -120,7 +120,7 @@ def _dry_run(cfg, out_dir: Path, workers: int | None, force: bool,
         todo, done, messages = scan.todo, scan.done, scan.messages()
     else:
         todo, done = list(cfg.cells), {}
-    info = summarize(cfg)
+    info = describe_sweep(cfg)
     typer.echo(f"sweep {cfg.name}: {plural(info['cells'], 'cell')} "
                f"({len(done)} already in {out_dir}, {len(todo)} to run)")
     for line in messages:
@@ -223,8 +223,8 @@ def report(
             raise typer.Exit(1)
 
 
-def register(app: typer.Typer) -> None:
+def add_sweep_verbs(app: typer.Typer) -> None:
     """Add ``run``, ``presets`` and ``report`` to ``app``."""
-    app.command("run")(run)
+    app.command("run")(run_sweep_verb)
     app.command("presets")(presets)
     app.command("report")(report)

@@ -1,8 +1,8 @@
 """Registry entries of the ERM protocols: ``erm:<activation>`` and ``gd:<activation>``.
 
 * ``erm:<softmax|linear|erf|softplus>``: one cell is one L-BFGS ERM protocol
-  (:func:`bayesslr.erm.protocol.erm_fit`) over ``seeds`` consecutive seeds starting at the cell's
-  ``seed``; the outputs are means over seeds, with ``stderr`` the standard error of
+  (:func:`bayesslr.erm.protocol.run_erm_protocol`) over ``seeds`` consecutive seeds starting
+  at the cell's ``seed``; the outputs are means over seeds, with ``stderr`` the standard error of
   ``test_error`` over seeds (:meth:`bayesslr.erm.protocol.ERMResult.summary`). ``lam`` is a
   real ``>= 0``, ``"validation"`` (grid search on held-out training data) or ``"replica"``
   (the replica theory's optimal ``lam`` at the cell's task and ``alpha``, :func:`replica_lam`,
@@ -37,7 +37,7 @@ from bayesslr.core.files import StoreError, exclusive_lock, write_json_atomic
 from bayesslr.core.options import Opt, schema_of
 from bayesslr.core.task import OVERLAP_NAMES, ConfigError, LengthLaw
 from bayesslr.erm.gd import GDOptions, gd_trajectory
-from bayesslr.erm.protocol import ERMOptions, erm_fit_grid, parse_lam
+from bayesslr.erm.protocol import ERMOptions, parse_erm_lam, run_erm_protocol_grid
 from bayesslr.registry import (
     Cell,
     CliFace,
@@ -75,7 +75,7 @@ FLOPS_PER_S = 2e9  # sustained rate assumed for one core by the GD cost model
 
 
 def _check(cell: Cell, opts: Mapping[str, Any]) -> None:
-    lam = parse_lam(cell.lam)
+    lam = parse_erm_lam(cell.lam)
     if lam == "validation" and cell.n_train() < 2:
         raise ConfigError(f"alpha*D={cell.alpha * cell.dimension():g} gives fewer than 2 "
                           "training samples; lam='validation' needs at least 2")
@@ -289,7 +289,7 @@ def replica_lam(cell: Cell, opts: Mapping[str, Any]) -> dict[str, Any]:
 def replica_pending(cell: Cell, opts: Mapping[str, Any]) -> tuple[str, Cell] | None:
     """``(key, theory cell)`` of the replica ``lam`` this ERM cell needs, or ``None`` when it
     needs none or the answer is already cached (the cost estimate counts each key once)."""
-    if parse_lam(cell.lam) != "replica":
+    if parse_erm_lam(cell.lam) != "replica":
         return None
     tcell = replica_cell(cell, opts)
     key = _replica_key(tcell)
@@ -402,24 +402,24 @@ def _batch_key(cell: Cell, opts: Mapping[str, Any]) -> Hashable:
 
 def _erm_batch(cells: list[Cell], opts_list: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Cells of one :func:`_batch_key`: every ``lam`` fitted in one batch per seed
-    (:func:`bayesslr.erm.protocol.erm_fit_grid`); each cell gets what it gets alone."""
+    (:func:`bayesslr.erm.protocol.run_erm_protocol_grid`); each cell gets what it gets alone."""
     cell, opts = cells[0], opts_list[0]
     task = cell.task()
     lams: list[float | str] = []
     replica: dict[int, dict[str, Any]] = {}
     for i, (c, o) in enumerate(zip(cells, opts_list, strict=True)):
-        lam = parse_lam(c.lam)
+        lam = parse_erm_lam(c.lam)
         if lam == "replica":
             replica[i] = replica_lam(c, o)
             lam = replica[i]["lam"]
         lams.append(lam)
-    results = erm_fit_grid(task, cell.activation, cell.n_train(), lams,
+    results = run_erm_protocol_grid(task, cell.activation, cell.n_train(), lams,
                            seeds=np.arange(cell.seed, cell.seed + opts["seeds"]),
                            opts=ERMOptions.from_options(opts))
     outs = []
     for i, (c, res) in enumerate(zip(cells, results, strict=True)):
         out = res.summary()
-        mode = parse_lam(c.lam)
+        mode = parse_erm_lam(c.lam)
         out.update({"D": task.D, "N": cell.n_train(),
                     "lam_mode": mode if isinstance(mode, str) else "fixed"})
         if i in replica:
@@ -502,5 +502,5 @@ def gd_cell(cell: Cell, opts: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _check_fixed_lam(cell: Cell) -> None:
-    if not isinstance(parse_lam(cell.lam), float):
+    if not isinstance(parse_erm_lam(cell.lam), float):
         raise ConfigError(f"lam={cell.lam!r} is not allowed for gd; allowed: real >= 0")

@@ -11,7 +11,7 @@ Starts: ``teacher``, ``random``, ``anneal`` (samplers), ``teacher``, ``random`` 
 All share one model definition (:mod:`bayesslr.bayes.model`), one data contract
 (``sample_task`` on ``seed_key(seed)``, algorithm randomness from
 ``algorithm_key(key, "sampler")``), one error measurement (:mod:`bayesslr.inference.evaluate`)
-and one ground truth (:mod:`bayesslr.inference.reference`).
+and one ground truth (:mod:`bayesslr.inference.ground_truth`).
 
 Every cell is given ``budget`` gradient evaluations of the full-data log density (all chains,
 particles or ELBO particles together) and reports what it used (``grad_evals``), the
@@ -43,7 +43,7 @@ from bayesslr.bayes.sampler import init_params
 from bayesslr.core.options import Opt, Schema
 from bayesslr.core.task import ConfigError, algorithm_key
 from bayesslr.core.thresholds import CONVERGENCE
-from bayesslr.inference import reference as ref
+from bayesslr.inference import ground_truth as ref
 from bayesslr.inference.evaluate import score_draws, task_data
 from bayesslr.inference.mcmc import MCMC_ALGORITHMS, MCMCSettings, run_mcmc
 from bayesslr.inference.vi import VI_ALGORITHMS, run_vi

@@ -45,7 +45,7 @@ from bayesslr.report.figures import (
     groups,
     methods_of,
     select,
-    state_evolution,
+    state_evolution_lines,
     trajectory_runs,
 )
 from bayesslr.report.tables import finite_sample_table, population_table, sampler_table
@@ -673,7 +673,7 @@ def sampler_claims(results: Results) -> list[Verdict]:
     for key, st in trapped.items():
         variant, L, nu, delta, alpha, D = key
         sel = {"variant": variant, "L": L, "nu": nu, "delta": delta}
-        se = state_evolution(select(tb, sel)) if "theory_bayes" in methods_of(
+        se = state_evolution_lines(select(tb, sel)) if "theory_bayes" in methods_of(
             tb, "theory_bayes") and select(tb, sel) is not None else None
         where = f"{variant} L={L} \u03bd={_nu(nu)} \u03b1={alpha:g} D={D}"
         if se is None or not np.any(np.isclose(se["alpha"], alpha)):

@@ -57,7 +57,7 @@ from bayesslr.results.query import (  # noqa: F401  (re-exported for report modu
     select,
     settings,
     sizes_of,
-    state_evolution,
+    state_evolution_lines,
     stats_of,
     trajectory_groups,
     trajectory_runs,
@@ -436,7 +436,7 @@ def error_vs_alpha(results: Results) -> Figure:
         for fam, sub in subs.items():
             for m in methods_of(sub, fam):
                 if fam == "theory_bayes":
-                    se = state_evolution(sub)
+                    se = state_evolution_lines(sub)
                     if se is not None:
                         _draw_state_evolution(ax, se)
                 elif style(m).kind == "line":
@@ -681,7 +681,7 @@ def sampler_starts(results: Results) -> Figure:
     axes = fig.subplots(2, len(cols), squeeze=False, height_ratios=(2.0, 1.0))
     for j, (sel, sub, starts) in enumerate(cols):
         ax, ax2 = axes[0, j], axes[1, j]
-        se = state_evolution(select(tb, sel)) if tb is not None and select(tb, sel) is not \
+        se = state_evolution_lines(select(tb, sel)) if tb is not None and select(tb, sel) is not \
             None else None
         if se is not None:
             _draw_state_evolution(ax, se)

@@ -152,7 +152,7 @@ def _rows_from_dataset(path: Path) -> Iterable[dict[str, Any]]:
 def _with_reference(df: pd.DataFrame) -> pd.DataFrame:
     """Fill ``excess_over_reference`` of families that do not compute it (unpaired)."""
     from bayesslr.core.task import make_task
-    from bayesslr.inference import reference as ref
+    from bayesslr.inference import ground_truth as ref
 
     df = df.copy()
     need = df["excess_over_reference"].isna() if "excess_over_reference" in df else (
@@ -383,9 +383,9 @@ def records_from_dir(path: str | Path) -> list[dict[str, Any]]:
 
 def reference_table() -> pd.DataFrame:
     """The stored Bayes-optimal reference tasks (one row each) and their checks."""
-    from bayesslr.inference.reference import load_reference
+    from bayesslr.inference.ground_truth import load_inference_reference
 
-    ds = load_reference()
+    ds = load_inference_reference()
     if ds is None:
         raise NothingToPlot("the reference dataset is not installed")
     cols = ["variant", "L", "nu", "delta", "D", "alpha", "seed", "test_error", "stderr",

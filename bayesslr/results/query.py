@@ -233,7 +233,7 @@ def hard_windows(alpha: np.ndarray, hard: np.ndarray) -> list[tuple[float, float
     return out
 
 
-def state_evolution(ds: xr.Dataset) -> dict[str, np.ndarray] | None:
+def state_evolution_lines(ds: xr.Dataset) -> dict[str, np.ndarray] | None:
     """The Bayes-optimal state evolution of one setting (``theory_bayes`` group at a
     setting): ``alpha``, ``best``/``se``, the ``informed`` and ``uninformed`` branches, the
     flags ``differ`` and ``hard``; None when absent."""

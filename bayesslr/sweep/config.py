@@ -304,7 +304,7 @@ def parse_config(raw: Mapping[str, Any], *, name: str = "sweep") -> SweepConfig:
     for m in dict.fromkeys(c.method for c in cells.values()):
         resolve_method(m)
     for cell in cells.values():
-        validate_cell(cell)
+        check_sweep_cell(cell)
     return SweepConfig(sweep_name, description, tuple(blocks), options, tuple(cells.values()))
 
 
@@ -406,12 +406,12 @@ def canonical_options(method: str, opts: Mapping[str, Any]) -> dict[str, Any]:
     the same cell), defaults not filled in: a cell's key names what the user chose."""
     schema = resolve_method(method).schema
     unknown = sorted(set(opts) - set(schema.names))
-    if unknown:  # validate_cell words the error; keep the raw values until then
+    if unknown:  # check_sweep_cell words the error; keep the raw values until then
         return dict(opts)
     return {k: schema[k].parse(v) for k, v in opts.items()}
 
 
-def validate_cell(cell: Cell) -> None:
+def check_sweep_cell(cell: Cell) -> None:
     """Check a cell before any work (:func:`bayesslr.registry.validate_cell`: method, needed
     fields, task, options, the family's own checks, memory), naming the method on failure."""
     resolve_method(cell.method)
@@ -467,7 +467,7 @@ def format_value(value: Any) -> str:
     return str(value)
 
 
-def summarize(cfg: SweepConfig) -> dict[str, Any]:
+def describe_sweep(cfg: SweepConfig) -> dict[str, Any]:
     """Cell counts by method and the values of each swept field (for ``--dry-run``)."""
     by_method: dict[str, int] = {}
     for c in cfg.cells:

@@ -60,9 +60,12 @@ import numpy as np
 import xarray as xr
 
 import bayesslr
-from bayesslr.core.files import (  # the one durable-write layer; names kept here
+from bayesslr.core.files import (  # the one durable-write layer; its names kept here too
     _HOST,
     StoreError,
+    _fsync_dir,  # noqa: F401
+    _tmp_path,  # noqa: F401
+    _unlink_quiet,  # noqa: F401
     write_bytes_atomic,
     write_text_atomic,
 )
