@@ -112,21 +112,15 @@ def _memory(cell: Cell, opts: Mapping[str, Any]) -> Resources:
 # ----------------------------------------------------------------------------------------------
 # cost model (calibrated on measured cells: benchmarks/README.md, section "Cost model")
 # ----------------------------------------------------------------------------------------------
-ERM_COST = {
-    # process CPU seconds on the 2-core development machine (benchmarks/bench_erm_paper.py,
-    # bench_erm_passes.py, bench_paper_subset.py); recalibrated for code version 4 (block
-    # scaling, whole-data evaluation) at load 2-5, 2026-12-01
+ERM_COST = {  # process CPU seconds; the measurements: benchmarks/README.md, "Cost model"
     "overhead_s": 3.0,  # compilation of a new shape, amortised over the seeds sharing it
     "draw_s_per_element": 2.0e-8,  # tokens drawn (Threefry + erfinv), per N L D element
-    "pass_s_per_element": 8.0e-10,  # one evaluation (forward + backward), G = 1 (6.4e-10 to
-    # 1.0e-9 measured at the paper's size)
+    "pass_s_per_element": 8.0e-10,  # one evaluation (forward + backward), G = 1
     "member_cost": 0.3,  # each further member of a batch adds this fraction of a pass
-    "evals_fixed": 150,  # evaluations of one fit at a fixed lam (142 at the paper's size,
-    # alpha = 5, lam = 0.1; 35-355 at sqrtND = 3000, 1018 for linear at alpha = 2, capped)
-    "evals_replica": 60,  # at the replica's optimal lam: 23-58 measured at sqrt(N D) = 1e4
-    "grid_passes_per_max_iter": 0.6,  # the validation search's passes (in single-member
-    # passes), per max_iter: its slowest member (lam = 1e-3) sets the batch's length (1.3
-    # before the block scaling halved the small penalties' evaluations)
+    "evals_fixed": 150,  # evaluations of one fit at a fixed lam
+    "evals_replica": 60,  # at the replica's optimal lam (a well-conditioned fit)
+    "grid_passes_per_max_iter": 0.6,  # the validation search's single-member passes, per
+    # max_iter: its slowest member (lam = 1e-3) sets the batch's length
 }
 
 

@@ -178,15 +178,10 @@ def _erm_memory(cell: Cell, opts: Mapping[str, Any]) -> Resources:
                      f"L={L} (float64)", "samples, test_samples or L")
 
 
-# cost model of a replica point: process CPU seconds of a point at lam = 'optimal' solved along a
-# continuation path, a + b x samples / 1e4, by activation (softmax stands for the nonlinear
-# ones); a fixed lam costs FIXED_FRACTION of it, a point solved on its own NO_PATH_FACTOR times
-# it. Measured at spiked L = 3, nu = 2: softmax 374 CPU-s a point at 20000 channel samples on
-# the 9-point path of lam = 'replica' (0.5 ... 20; 181 on a 3-point path 0.5, 5, 20, which
-# skips the dear middle alphas) and ~90 at 5000 (the reference run's 7-point paths), linear 41
-# and ~11; a fixed-lam softmax curve of 20 points costs 6.5 CPU-s a point at 20000 samples;
-# without a path linear 80 and softmax 100-230, and over 900 at alpha = 3
-# (benchmarks/README.md, "Cost model").
+# CPU seconds of a replica point at lam = 'optimal' on a continuation path, a + b samples / 1e4,
+# by activation ("default": any without its own calibration); the measurements behind each
+# constant are in benchmarks/README.md, "Cost model" (linear's point is cheap: its proximal
+# problem is quadratic)
 THEORY_ERM_COST = {"overhead_s": 3.0, "point": {"linear": (2.0, 19.0), "default": (0.0, 187.0)},
                    "fixed_fraction": 0.036 * 181.0 / 374.0, "no_path_factor": 1.5}
 
