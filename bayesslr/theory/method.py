@@ -33,15 +33,7 @@ from typing import Any
 from bayesslr.core.lam import parse_lam
 from bayesslr.core.options import Opt, Schema, schema_of
 from bayesslr.core.task import ConfigError, LengthLaw
-from bayesslr.registry import (
-    Cell,
-    PlotStyle,
-    ReportRole,
-    Resources,
-    common,
-    outputs,
-    register,
-)
+from bayesslr.registry import Cell, PlotStyle, ReportRole, Resources, common, outputs, register
 from bayesslr.theory.bayes import (
     BAYES_STARTS,
     BayesCurvePoint,
