@@ -1,15 +1,16 @@
 """The method registry: every method family and everything the suite knows about it.
 
 This is the single code path shared by the sweep runner (:mod:`bayesslr.sweep`), the single-run
-CLI verbs (``bayesslr population|sample|erm|theory|amp ...``: each is a sweep of cells) and the
-Python API. A method is named ``family`` or ``family:activation`` (``erm:softmax``,
+CLI verbs (one per family, generated from its entry: each is a sweep of cells), the report and
+the Python API. A method is named ``family`` or ``family:activation`` (``erm:softmax``,
 ``population:bayes``, ``theory_bayes``, ``bayes_sampling``).
 
 A family is registered once, with :func:`register`, and its :class:`MethodSpec` holds each fact
 about it in one place: the option schema (names, types, ranges, defaults;
 :mod:`bayesslr.core.options`), the declared outputs with their standard-error names, the cost and
-memory models, the plot style and the code version. :func:`validate_cell` checks a cell against
-all of it before any work starts; :func:`run_cell` validates and runs one cell through
+memory models, the plot style, the code version, its CLI face (:class:`CliFace`), the work of
+other families it reads (:class:`Prerequisites`) and its report role (:class:`ReportRole`).
+:func:`validate_cell` checks a cell against all of it before any work starts; :func:`run_cell` validates and runs one cell through
 ``fn(cell, opts)``. :func:`get_method` imports the module that owns a family on first use.
 """
 
@@ -42,8 +43,9 @@ class Cell:
         Task settings (``L`` is a length label: ``"3"`` or ``"1,2,3"``; ``nu`` may be ``inf``).
     alpha : float or None
         Sample ratio ``N/D`` (None for population methods).
-    lam : float, "auto" or None
-        Ridge penalty (``"auto"``: chosen on a validation split).
+    lam : float, str or None
+        Ridge penalty: a real, or a word of :data:`bayesslr.core.lam.LAM_MODES`
+        (``"validation"``, ``"replica"``, ``"optimal"``) that the family takes.
     D : int or None
         Dimension; derived from ``sqrtND`` when that is given instead.
     sqrtND : float or None
