@@ -10,8 +10,9 @@ about it in one place: the option schema (names, types, ranges, defaults;
 :mod:`bayesslr.core.options`), the declared outputs with their standard-error names, the cost and
 memory models, the plot style, the code version, its CLI face (:class:`CliFace`), the work of
 other families it reads (:class:`Prerequisites`) and its report role (:class:`ReportRole`).
-:func:`validate_cell` checks a cell against all of it before any work starts; :func:`run_cell` validates and runs one cell through
-``fn(cell, opts)``. :func:`get_method` imports the module that owns a family on first use.
+:func:`validate_cell` checks a cell against all of it before any work starts; :func:`run_cell`
+validates and runs one cell through ``fn(cell, opts)``. :func:`get_method` imports the module
+that owns a family on first use.
 """
 
 from __future__ import annotations
