@@ -4,6 +4,7 @@ contract), the plugin family's verb, ``bayesslr methods``, and the CLI's present
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 
@@ -167,3 +168,18 @@ def test_gd_verb_runs_one_cell(capsys):
     assert code == 0, err
     res = json.loads(out)
     assert res["activation"] == "linear" and res["D"] == 8 and res["step"] == [0, 2, 4]
+
+
+def test_inference_verb_runs_an_algorithm_from_the_table(capsys):
+    """``bayesslr inference`` (generated) runs one budgeted algorithm looked up in
+    ``inference.method.RUNNERS``; the method's suffix names algorithm, start and budget."""
+    from bayesslr.inference.method import ALGORITHMS, RUNNERS
+
+    assert set(RUNNERS) == set(ALGORITHMS)
+    code, out, err = run_cli(["inference", "--activation", "map-random-1e3", "--alpha", "2",
+                              "--D", "6", "--delta", "0.05", "--reference", "none",
+                              "--n-test", "200", "--json"], capsys)
+    assert code == 0, err
+    res = json.loads(out)
+    assert res["algorithm"] == "map" and res["budget"] == 1000.0 and res["D"] == 6
+    assert math.isfinite(res["test_error"])

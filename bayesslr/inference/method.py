@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -236,12 +237,7 @@ def inference_cell(cell: Cell, opts: dict[str, Any]) -> dict[str, Any]:
     kalg = algorithm_key(data.key, "sampler")
     out: dict[str, Any] = {"algorithm": alg, "budget": budget, "init": start, "N": N,
                            "n_test": opts["n_test"], **spec.to_dict()}
-    if alg in MCMC_ALGORITHMS:
-        K, V, diag = _run_mcmc(kalg, alg, spec, data, opts, budget)
-    elif alg in VI_ALGORITHMS:
-        K, V, diag = _run_vi(kalg, alg, spec, data, opts, budget)
-    else:
-        K, V, diag = _run_smc(kalg, spec, data, opts, budget)
+    K, V, diag = RUNNERS[alg](kalg, alg, spec, data, opts, budget)
     out.update(diag)
     reference = None
     if opts["reference"] != "none":
@@ -340,7 +336,7 @@ def _run_vi(key, alg: str, spec, data, opts: dict[str, Any], budget: int
     return r.k, r.v, diag
 
 
-def _run_smc(key, spec, data, opts: dict[str, Any], budget: int
+def _run_smc(key, alg: str, spec, data, opts: dict[str, Any], budget: int
              ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
     from bayesslr.inference.smc import run_smc
 
@@ -365,3 +361,10 @@ def _run_smc(key, spec, data, opts: dict[str, Any], budget: int
             "acceptance_min": r.acceptance_min, "log_evidence": r.log_evidence,
             "step_size": r.step_size, "schedule": sched, "converged": conv, "reason": reason}
     return r.k, r.v, diag
+
+
+# one contract per algorithm: runner(key, alg, spec, data, opts, budget) -> (k draws, v draws,
+# diagnostics); inference_cell looks the algorithm up here
+RUNNERS: dict[str, Callable[..., tuple[np.ndarray, np.ndarray, dict[str, Any]]]] = {
+    **dict.fromkeys(MCMC_ALGORITHMS, _run_mcmc), **dict.fromkeys(VI_ALGORITHMS, _run_vi),
+    **dict.fromkeys(SMC_ALGORITHMS, _run_smc)}
