@@ -1,54 +1,50 @@
-"""The ``bayesslr`` command. Thin: each verb lives in :mod:`bayesslr.commands` (``register(app)``).
+"""The ``bayesslr`` command: one verb per method family, generated from the registry
+(:mod:`bayesslr.commands.family`), plus ``run``, ``presets``, ``report`` and ``methods``.
 
-Exit statuses, for every verb: 0 success; 2 bad input (one line on stderr naming the problem,
-never a traceback), or a results directory in use by another run; 3 a sweep finished with
-failed cells (``run``); 4 a results file could not be written (one line: the path and the OS
-error); 130/143 interrupted by SIGINT/SIGTERM.
+Families registered by plugins (``$BAYESSLR_PLUGINS``: modules or ``.py`` files, comma
+separated) get their verb the same way. Exit statuses (:mod:`bayesslr.core.exit_codes`), for
+every verb: 0 success; 2 bad input (one line on stderr naming the problem, never a traceback),
+or a results directory in use by another run; 3 a sweep finished with failed cells, or a
+single-run verb's cell failed; 4 a results file could not be written (one line: the path and
+the OS error); 130/143 interrupted by SIGINT/SIGTERM.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 
 import typer
 from typer.exceptions import TyperException  # typer vendors click; its errors derive from this
 
+from bayesslr.commands import family, methods, run
+from bayesslr.core.exit_codes import EXIT_BAD_INPUT, EXIT_CELLS_FAILED, EXIT_WRITE_FAILED
+from bayesslr.core.files import StoreError
 from bayesslr.core.task import ConfigError
+from bayesslr.registry import families
 
-# verb modules, each with ``register(app)``
-COMMAND_MODULES: tuple[str, ...] = (
-    "bayesslr.commands.population",
-    "bayesslr.commands.erm",
-    "bayesslr.commands.sample",
-    "bayesslr.commands.run",
-    "bayesslr.commands.theory",
-    "bayesslr.commands.amp",
-)
-
-app = typer.Typer(
-    name="bayesslr",
-    help="Single-location regression: Bayes-optimal sampling vs attention ERM vs theory.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
+HELP = "Single-location regression: Bayes-optimal sampling vs attention ERM vs theory."
 
 
+def build_app() -> typer.Typer:
+    """The command: the registry's families (plugins of ``$BAYESSLR_PLUGINS`` loaded first)."""
+    from bayesslr.sweep.executors import load_plugins, plugin_names
 
-@app.callback()
+    load_plugins(plugin_names())
+    cli = typer.Typer(name="bayesslr", help=HELP, no_args_is_help=True, add_completion=False,
+                      pretty_exceptions_enable=False)
+    cli.callback()(_root)
+    family.add_family_verbs(cli, families())
+    run.add_sweep_verbs(cli)
+    methods.add_methods_verb(cli)
+    return cli
+
+
 def _root() -> None:
     """Single-location regression: Bayes-optimal sampling vs attention ERM vs theory."""
 
 
-for _mod in COMMAND_MODULES:
-    importlib.import_module(_mod).register(app)
-
-
-EXIT_BAD_INPUT = 2
-EXIT_CELLS_FAILED = 3
-EXIT_WRITE_FAILED = 4
+app = build_app()
 
 
 def _fail(message: str, code: int = EXIT_BAD_INPUT) -> None:
@@ -56,13 +52,6 @@ def _fail(message: str, code: int = EXIT_BAD_INPUT) -> None:
     if message:  # click's "no arguments: show help" carries no message
         print(f"bayesslr: error: {message}", file=sys.stderr)
     sys.exit(code)
-
-
-def _store_error() -> type[Exception]:
-    """:class:`bayesslr.sweep.storage.StoreError` when that module is loaded (it is whenever
-    one can have been raised), without importing it for the verbs that do not write."""
-    mod = sys.modules.get("bayesslr.sweep.storage")
-    return mod.StoreError if mod is not None else _NeverRaised
 
 
 def _cell_failed() -> type[Exception]:
@@ -108,10 +97,10 @@ def main(argv: list[str] | None = None) -> None:
 
     configure_jax()
     try:
-        rc = app(args=argv, standalone_mode=False)
+        rc = build_app()(args=argv, standalone_mode=False)
     except ConfigError as exc:
         _fail(str(exc))
-    except _store_error() as exc:
+    except StoreError as exc:
         _fail(str(exc), EXIT_WRITE_FAILED)
     except _cell_failed() as exc:
         _fail(str(exc), EXIT_CELLS_FAILED)

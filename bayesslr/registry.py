@@ -1,16 +1,18 @@
 """The method registry: every method family and everything the suite knows about it.
 
 This is the single code path shared by the sweep runner (:mod:`bayesslr.sweep`), the single-run
-CLI verbs (``bayesslr population|sample|erm|theory|amp ...``: each is a sweep of cells) and the
-Python API. A method is named ``family`` or ``family:activation`` (``erm:softmax``,
+CLI verbs (one per family, generated from its entry: each is a sweep of cells), the report and
+the Python API. A method is named ``family`` or ``family:activation`` (``erm:softmax``,
 ``population:bayes``, ``theory_bayes``, ``bayes_sampling``).
 
 A family is registered once, with :func:`register`, and its :class:`MethodSpec` holds each fact
 about it in one place: the option schema (names, types, ranges, defaults;
 :mod:`bayesslr.core.options`), the declared outputs with their standard-error names, the cost and
-memory models, the plot style and the code version. :func:`validate_cell` checks a cell against
-all of it before any work starts; :func:`run_cell` validates and runs one cell through
-``fn(cell, opts)``. :func:`get_method` imports the module that owns a family on first use.
+memory models, the plot style, the code version, its CLI face (:class:`CliFace`), the work of
+other families it reads (:class:`Prerequisites`) and its report role (:class:`ReportRole`).
+:func:`validate_cell` checks a cell against all of it before any work starts; :func:`run_cell`
+validates and runs one cell through ``fn(cell, opts)``. :func:`get_method` imports the module
+that owns a family on first use.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from bayesslr.core.activations import ACTIVATIONS
 from bayesslr.core.options import Schema
 from bayesslr.core.task import ConfigError, TaskConfig, check_int, check_real, make_task
 
@@ -41,8 +44,9 @@ class Cell:
         Task settings (``L`` is a length label: ``"3"`` or ``"1,2,3"``; ``nu`` may be ``inf``).
     alpha : float or None
         Sample ratio ``N/D`` (None for population methods).
-    lam : float, "auto" or None
-        Ridge penalty (``"auto"``: chosen on a validation split).
+    lam : float, str or None
+        Ridge penalty: a real, or a word of :data:`bayesslr.core.lam.LAM_MODES`
+        (``"validation"``, ``"replica"``, ``"optimal"``) that the family takes.
     D : int or None
         Dimension; derived from ``sqrtND`` when that is given instead.
     sqrtND : float or None
@@ -221,8 +225,9 @@ class PlotStyle:
         return ACTIVATION_COLORS.get(method.partition(":")[2], "C4")
 
 
-ACTIVATION_COLORS: dict[str, str] = {"softmax": "C0", "linear": "C1", "erf": "C2",
-                                     "softplus": "C3", "bayes": "k"}
+# one colour cycle entry per activation, in ACTIVATIONS order; the Bayes predictor black
+ACTIVATION_COLORS: dict[str, str] = {**{n: f"C{i}" for i, n in enumerate(ACTIVATIONS)},
+                                     "bayes": "k"}
 
 
 @dataclass(frozen=True)
@@ -244,6 +249,117 @@ class Resources:
     lower: str = ""
 
 
+@dataclass(frozen=True)
+class CliFace:
+    """How a family shows as a ``bayesslr`` verb (the flags of its options come from its schema).
+
+    Attributes
+    ----------
+    verb : tuple of str
+        The verb's words (``("sample",)``, ``("theory", "erm")``); empty: the family's name.
+    fields : mapping
+        The fixed :class:`Cell` fields offered as flags, in order, with their default as text
+        (``None``: no default). Known fields: ``activation``, ``alpha``, ``lam``, ``D``,
+        ``sqrtND``, ``seed``; the task flags (``--variant --L --L-dist --nu --delta``) are
+        always there, their defaults in ``task``.
+    task : mapping
+        Defaults of the task flags that differ from ``spiked, 3, 2, 0``.
+    help : mapping
+        Help text of a field or switch, where the generic one does not say enough.
+    hide : tuple of str
+        Schema options that are not flags (a switch or a field sets them).
+    flags : mapping
+        Option -> flag where the flag is not ``--option-name`` (kept for compatibility).
+    grid : bool
+        ``--alpha`` takes a list (``1,2,5`` or ``start:stop:num``): one cell per ``alpha``.
+    switches : tuple of (name, default, help)
+        Flags of the verb that are no option of the family (a bool default makes an on/off
+        flag); ``prepare`` turns them into options.
+    prepare : callable, optional
+        ``prepare(values, options) -> options``: the family's own reading of its switches.
+    header : tuple of str
+        Fields printed before the outputs (single-cell verbs).
+    rename : mapping
+        Output -> printed name.
+    decode : tuple of str
+        Outputs stored as JSON text that are printed as structures.
+    present : callable, optional
+        ``present(cells, outs, values) -> dict``: the printed object of a multi-cell verb.
+    columns : tuple of str
+        Columns of the readable table of ``points`` (multi-cell verbs without ``--json``).
+    doc : str
+        The verb's help (default: the family's description).
+    group_help : str
+        Help of the verb's first word, for a two-word verb.
+    """
+
+    verb: tuple[str, ...] = ()
+    fields: Mapping[str, str | None] = field(default_factory=dict)
+    task: Mapping[str, str] = field(default_factory=dict)
+    help: Mapping[str, str] = field(default_factory=dict)
+    hide: tuple[str, ...] = ()
+    flags: Mapping[str, str] = field(default_factory=dict)
+    grid: bool = False
+    switches: tuple[tuple[str, Any, str], ...] = ()
+    prepare: Callable[[Mapping[str, Any], dict[str, Any]], dict[str, Any]] | None = None
+    header: tuple[str, ...] = ("variant", "L", "nu", "delta")
+    rename: Mapping[str, str] = field(default_factory=dict)
+    decode: tuple[str, ...] = ()
+    present: Callable[..., dict[str, Any]] | None = None
+    columns: tuple[str, ...] = ()
+    doc: str = ""
+    group_help: str = ""
+
+
+def default_face(spec: MethodSpec) -> CliFace:
+    """The verb of a family that declares none: named after it, its needed fields as flags."""
+    fields: dict[str, str | None] = {}
+    if spec.activations:
+        fields["activation"] = spec.activations[0]
+    for name in ("alpha", "lam"):
+        if name in spec.needs:
+            fields[name] = None
+    if "D" in spec.needs:
+        fields.update(D=None, sqrtND=None)
+    fields["seed"] = "0"
+    return CliFace(fields=fields, header=("variant", "L", "nu", "delta",
+                                          *(f for f in fields if f != "seed"), "seed"))
+
+
+@dataclass(frozen=True)
+class ReportRole:
+    """What a family contributes to the report (read by :mod:`bayesslr.report`).
+
+    Attributes
+    ----------
+    finite_sample : int, optional
+        Drawing order of its curves or markers in the error-vs-``alpha`` figures (lower
+        first); families with an ``alpha`` dimension and no order are drawn after the others.
+    leaderboard : int, optional
+        Its place on the inference leaderboard (budgeted samplers, ERM and GAMP against the
+        Bayes-optimal reference); ``None``: not on it.
+    figures : mapping
+        Figures of its own, ``name -> fn(results) -> matplotlib Figure`` (raise
+        :class:`bayesslr.report.figures.NothingToPlot` when the results lack the data),
+        written by ``bayesslr report`` beside the standard ones.
+    claims : callable, optional
+        ``claims(results) -> list of Verdict``: its own verdicts, a section of
+        ``verdicts.txt`` headed by the family's name.
+    """
+
+    finite_sample: int | None = None
+    leaderboard: int | None = None
+    figures: Mapping[str, Callable[[Any], Any]] = field(default_factory=dict)
+    claims: Callable[[Any], list[Any]] | None = None
+
+
+def report_order(role: str) -> tuple[str, ...]:
+    """Families with a ``role`` (``"finite_sample"`` or ``"leaderboard"``) in their order."""
+    ranked = [(getattr(s.report, role), f) for f, s in families().items()
+              if getattr(s.report, role) is not None]
+    return tuple(f for _, f in sorted(ranked))
+
+
 Options = Mapping[str, Any]
 MethodFn = Callable[[Cell, Options], dict[str, Scalar]]
 CostFn = Callable[[Cell, Options], float]
@@ -251,6 +367,25 @@ MemoryFn = Callable[[Cell, Options], Resources]
 CheckFn = Callable[[Cell, Options], None]
 BatchFn = Callable[[list[Cell], list[Options]], list[dict[str, Scalar]]]
 BatchKeyFn = Callable[[Cell, Options], Hashable | None]
+
+
+@dataclass(frozen=True)
+class Prerequisites:
+    """Work of another family that a family's cells read (ERM's ``lam='replica'`` reads the
+    ``theory_erm`` point at its task and ``alpha``).
+
+    Attributes
+    ----------
+    what : str
+        What the cells need, in words (``"replica lam"``; the cost estimate's label).
+    pending : callable
+        ``pending(cells) -> {key: cell}``: the cells of other families these cells need and
+        that are not yet available (cached answers left out), keyed so that work several
+        cells share is counted once.
+    """
+
+    what: str
+    pending: Callable[[Sequence[Cell]], Mapping[Hashable, Cell]]
 
 
 def _no_cost(cell: Cell, opts: Options) -> float:
@@ -302,6 +437,12 @@ class MethodSpec:
         ``alpha``, cells sharing their data fitted together). The contract: a batch returns
         for each cell exactly what the cell returns alone, so a cell's stored result never
         depends on the sweep it was part of.
+    cli : CliFace, optional
+        Its verb (:func:`default_face` when not given).
+    prerequisites : Prerequisites, optional
+        Work of other families its cells read: the cost estimate counts it once.
+    report : ReportRole
+        Its place in the report.
     """
 
     family: str
@@ -319,6 +460,14 @@ class MethodSpec:
     dims: tuple[str, ...] = ("variant", "L", "nu", "delta", "alpha", "lam", "D", "sqrtND")
     batch: BatchFn | None = None
     batch_key: BatchKeyFn | None = None
+    cli: CliFace | None = None
+    prerequisites: Prerequisites | None = None
+    report: ReportRole = ReportRole()
+
+    @property
+    def face(self) -> CliFace:
+        """Its CLI face (declared, or :func:`default_face`)."""
+        return self.cli if self.cli is not None else default_face(self)
 
     @property
     def methods(self) -> list[str]:
@@ -355,7 +504,9 @@ def register(family: str, *, schema: Schema | None = None, activations: tuple[st
              memory: MemoryFn | None = None, check: CheckFn | None = None,
              plot: PlotStyle | None = None, version: str = "1",
              dims: tuple[str, ...] | None = None, batch: BatchFn | None = None,
-             batch_key: BatchKeyFn | None = None) -> Callable[[MethodFn], MethodFn]:
+             batch_key: BatchKeyFn | None = None, cli: CliFace | None = None,
+             prerequisites: Prerequisites | None = None,
+             report: ReportRole | None = None) -> Callable[[MethodFn], MethodFn]:
     """Decorator registering ``fn(cell, opts)`` as the method family ``family``."""
     if (batch is None) != (batch_key is None):
         raise ValueError(f"family {family!r}: give both batch and batch_key, or neither")
@@ -368,7 +519,8 @@ def register(family: str, *, schema: Schema | None = None, activations: tuple[st
             family, fn, tuple(activations), tuple(needs), description,
             schema.renamed(family) if schema is not None else Schema(family),
             tuple(outputs), cost or _no_cost, memory or _no_memory, check,
-            plot or PlotStyle(), str(version), batch=batch, batch_key=batch_key, **kw)
+            plot or PlotStyle(), str(version), batch=batch, batch_key=batch_key, cli=cli,
+            prerequisites=prerequisites, report=report or ReportRole(), **kw)
         return fn
 
     return deco

@@ -28,7 +28,7 @@ import time
 import jax
 import pytest
 from bayesslr.bayes.model import marginal_model, model_spec
-from bayesslr.bayes.sampler import SamplerOptions, init_params, sample_posterior
+from bayesslr.bayes.sampler import SamplerOptions, init_params, run_nuts
 from bayesslr.core.task import make_task, sample_task
 
 D, ALPHA, CHAINS, WARMUP, DRAWS = 50, 4, 2, 300, 300
@@ -44,7 +44,7 @@ def _run(method: str, seed: int):
     task, teacher, data, spec = _setup(seed)
     opts = SamplerOptions(chains=CHAINS, warmup=WARMUP, draws=DRAWS, chain_method=method)
     start = init_params(None, "teacher", CHAINS, D, teacher)
-    return sample_posterior(jax.random.key(seed), spec, data, opts, start=start, init="teacher")
+    return run_nuts(jax.random.key(seed), spec, data, opts, start=start, init="teacher")
 
 
 @pytest.mark.parametrize("method", ["vectorized", "parallel", "sequential"])

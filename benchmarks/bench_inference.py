@@ -24,7 +24,7 @@ import time
 import jax
 
 from bayesslr.bayes.model import model_spec
-from bayesslr.bayes.sampler import SamplerOptions, init_params, sample_posterior
+from bayesslr.bayes.sampler import SamplerOptions, init_params, run_nuts
 from bayesslr.core.task import make_task
 from bayesslr.inference.evaluate import task_data
 from bayesslr.inference.mcmc import MCMCSettings, run_mcmc
@@ -42,9 +42,9 @@ def main(D: int = 100, alpha: float = 5.0) -> None:
 
     # 1. driver overhead
     opt = SamplerOptions(chains=4, warmup=200, draws=300)
-    sample_posterior(jax.random.key(1), spec, data.train, opt, start=start)  # compile
+    run_nuts(jax.random.key(1), spec, data.train, opt, start=start)  # compile
     t0 = time.perf_counter()
-    ref = sample_posterior(jax.random.key(2), spec, data.train, opt, start=start)
+    ref = run_nuts(jax.random.key(2), spec, data.train, opt, start=start)
     one_scan = ref.grad_evals / (time.perf_counter() - t0)
     print(f"one-scan NUTS: {ref.grad_evals} gradient evaluations, {one_scan:.0f} per second")
     for chunk in (10, 50):

@@ -43,7 +43,7 @@ from jax import lax
 
 from bayesslr.bayes import arviz_adapter
 from bayesslr.bayes.model import model_spec
-from bayesslr.bayes.sampler import SamplerOptions, init_params, potential_fn_gen, sample_posterior
+from bayesslr.bayes.sampler import SamplerOptions, init_params, potential_fn_gen, run_nuts
 from bayesslr.core.task import make_task, sample_task
 
 _sample_task = jax.jit(sample_task, static_argnums=(1, 2, 3))
@@ -138,9 +138,9 @@ def run(D, alpha, seed, variant: dict, draws: int = 500, timed: bool = True):
     opts = SamplerOptions(draws=draws, **kw)
     start = init_params(jax.random.key(seed + 7), init, opts.chains, D, teacher)
     if timed:  # compile first, so that the timing is of the sampling alone
-        sample_posterior(jax.random.key(seed + 100), spec, data, opts, start=start, init=init)
+        run_nuts(jax.random.key(seed + 100), spec, data, opts, start=start, init=init)
     c0, w0, l0 = time.process_time(), time.perf_counter(), load()
-    res = sample_posterior(jax.random.key(seed + 100), spec, data, opts, start=start, init=init)
+    res = run_nuts(jax.random.key(seed + 100), spec, data, opts, start=start, init=init)
     cpu, wall = time.process_time() - c0, time.perf_counter() - w0
     return res, cpu, wall, l0, teacher
 

@@ -52,7 +52,7 @@ import numpy as np
 
 from bayesslr.bayes import arviz_adapter
 from bayesslr.bayes.model import model_spec
-from bayesslr.bayes.sampler import SamplerOptions, init_params, potential_fn_gen, sample_posterior
+from bayesslr.bayes.sampler import SamplerOptions, init_params, potential_fn_gen, run_nuts
 from bayesslr.core.task import make_task, sample_task
 
 D, ALPHA, CHAINS = 100, 4, 2
@@ -135,7 +135,7 @@ def run_nutpie(compiled, seed: int, warmup: int, draws: int) -> dict:
 def run_ours(data, teacher, seed: int, opts: SamplerOptions) -> dict:
     start = init_params(None, "teacher", opts.chains, D, teacher)
     w0, c0, l0 = time.perf_counter(), time.process_time(), load()
-    res = sample_posterior(jax.random.key(seed), SPEC, data, opts, start=start, init="teacher")
+    res = run_nuts(jax.random.key(seed), SPEC, data, opts, start=start, init="teacher")
     wall, cpu = time.perf_counter() - w0, time.process_time() - c0
     d = {"r_hat_max": res.r_hat_max, "ess_bulk_min": res.ess_bulk_min,
          "ess_tail_min": res.ess_tail_min}

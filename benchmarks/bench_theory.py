@@ -42,8 +42,8 @@ from bayesslr.core.activations import get_activation
 from bayesslr.core.task import make_task
 from bayesslr.population.teacher_channel import channel64
 from bayesslr.theory import bayes as tb
-from bayesslr.theory.channel import cold_starts, prox_step, tracked_starts
 from bayesslr.theory.erm import ErmTheoryOptions, solve_erm
+from bayesslr.theory.erm_proximal import cold_starts, prox_step, tracked_starts
 from bayesslr.theory.solver import continuation
 
 

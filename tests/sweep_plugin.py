@@ -6,6 +6,10 @@ and its seed; options make it slow (``sleep`` seconds), fail (``fail_seed``) or 
 (``pad``: an extra text output of that many characters). When
 ``$SWEEPTEST_LOG`` names a file, every execution appends one line ``method seed alpha``, which
 lets the tests count recomputations.
+
+Everything the suite knows about the family is declared here, on its registry entry: its verb
+(``bayesslr sweeptest --activation a --alpha 2 --json``, generated from the schema) and its part
+of the report (a figure of its ``trace`` and one verdict), so a plugin needs no edit elsewhere.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import time
 import numpy as np
 
 from bayesslr.core.options import Opt, Schema
-from bayesslr.registry import Cell, Output, common, register
+from bayesslr.registry import Cell, Output, ReportRole, common, register
 
 SCHEMA = Schema("sweeptest", (
     Opt("sleep", 0.0, "real", low=0.0, high=600.0, doc="seconds to sleep before returning"),
@@ -27,7 +31,38 @@ SCHEMA = Schema("sweeptest", (
 ))
 
 
+def trace_figure(results):
+    """The mean ``trace`` of each method against ``step`` (the family's own figure)."""
+    import matplotlib.pyplot as plt
+
+    from bayesslr.report.figures import NothingToPlot
+
+    if "sweeptest" not in results.children or "trace" not in results["sweeptest"].ds:
+        raise NothingToPlot("no sweeptest trace in the results")
+    ds = results["sweeptest"].ds
+    fig, ax = plt.subplots(figsize=(4, 3))
+    for m in ds["method"].values:
+        tr = ds["trace"].sel(method=m)
+        other = [d for d in tr.dims if d != "step"]
+        ax.plot(ds["step"].values, tr.mean(other).values, marker="o", label=str(m))
+    ax.set(xlabel="step", ylabel="trace", title="sweeptest traces")
+    ax.legend()
+    return fig
+
+
+def claims(results):
+    """One verdict: every stored test error is below 2 (the closed form's bound plus noise)."""
+    from bayesslr.report.claims import FAILS, HOLDS, Verdict
+
+    err = results["sweeptest"].ds["test_error"].values
+    err = err[np.isfinite(err)]
+    ok = bool((err < 2.0).all())
+    return [Verdict("sweeptest errors stay below 2", HOLDS if ok else FAILS,
+                    f"max {err.max():.4g} over {err.size} cells")]
+
+
 @register("sweeptest", schema=SCHEMA, activations=("a", "b"), needs=("alpha",),
+          report=ReportRole(figures={"sweeptest_trace": trace_figure}, claims=claims),
           description="test-only: closed-form outputs of the cell and seed",
           outputs=common("test_error", "stderr", "converged") + (
               Output("trace", "a list output: 1/(1+t) for t <= alpha", "1", None, "step"),))

@@ -27,7 +27,7 @@ from bayesslr.amp import (
     gamp,
     gamp_predict,
 )
-from bayesslr.amp.channel import output_functions, prior_precision
+from bayesslr.amp.denoisers import output_functions, prior_precision
 from bayesslr.core import metrics
 from bayesslr.core.task import ConfigError, make_task, sample_task
 from bayesslr.registry import Cell, run_cell

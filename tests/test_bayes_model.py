@@ -22,7 +22,7 @@ from bayesslr.bayes.model import (
     marginal_model,
     model_spec,
 )
-from bayesslr.bayes.predict import overlaps, posterior_predict
+from bayesslr.bayes.predict import posterior_overlaps, posterior_predict
 from bayesslr.core.metrics import oracle_predict
 from bayesslr.core.metrics import test_errors as excess_errors
 from bayesslr.core.task import ConfigError, Teacher, make_task
@@ -206,7 +206,7 @@ def test_rao_blackwellised_error_matches_noisy_labels():
 
 def test_overlaps_and_nishimori_gap():
     t = Teacher(jnp.ones(4), jnp.asarray([1.0, -1.0, 1.0, -1.0]))
-    o = overlaps(t, 0.5 * np.ones(4), np.zeros(4))
+    o = posterior_overlaps(t, 0.5 * np.ones(4), np.zeros(4))
     assert (o["m_k"], o["q_k"], o["m_v"], o["q_v"]) == (0.5, 0.25, 0.0, 0.0)
     assert o["nishimori_gap"] == 0.25
 

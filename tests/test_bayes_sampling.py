@@ -21,8 +21,8 @@ from conftest import run_cli
 
 from bayesslr.bayes import arviz_adapter
 from bayesslr.bayes.model import log_lik_samples, model_spec, token_log_weights
-from bayesslr.bayes.predict import overlaps, posterior_predict
-from bayesslr.bayes.sampler import SamplerOptions, init_params, sample_posterior
+from bayesslr.bayes.predict import posterior_overlaps, posterior_predict
+from bayesslr.bayes.sampler import SamplerOptions, init_params, run_nuts
 from bayesslr.cli import main
 from bayesslr.core.metrics import test_errors as excess_errors
 from bayesslr.core.task import Teacher, make_task, sample_data, sample_task
@@ -68,7 +68,7 @@ def tiny():
     # NUTS from random prior starts; 4 chains > 2 host devices: 'parallel' must fall back
     opts = SamplerOptions(chains=4, warmup=200, draws=600, chain_method="parallel")
     start = init_params(jax.random.key(1), "random", 4, D)
-    res = sample_posterior(jax.random.key(2), spec, data, opts, start=start, init="random")
+    res = run_nuts(jax.random.key(2), spec, data, opts, start=start, init="random")
     return {"task": task, "spec": spec, "test": test, "K": np.asarray(K, np.float64),
             "V": np.asarray(V, np.float64), "w": w, "u": u, "d": d, "res": res}
 
@@ -135,13 +135,13 @@ def ladder():
     runs = {}
     for j, a in enumerate(ALPHAS):
         w = (jnp.arange(train.n) < a * D).astype(jnp.float32)
-        res = sample_posterior(jax.random.key(100 + j), spec, train, LADDER, start=start,
+        res = run_nuts(jax.random.key(100 + j), spec, train, LADDER, start=start,
                                init="teacher", weights=w)
         kf, vf = res.flat()
         pred = posterior_predict(spec, kf, vf, test.X, test.mask)
         runs[a] = (res, excess_errors(task, teacher, test, pred.exact),
                    excess_errors(task, teacher, test, pred.plain),
-                   overlaps(teacher, kf.mean(0), vf.mean(0)))
+                   posterior_overlaps(teacher, kf.mean(0), vf.mean(0)))
     return task, runs
 
 

@@ -16,7 +16,7 @@ import pytest
 
 from bayesslr.bayes import arviz_adapter
 from bayesslr.bayes.sampler import SamplerOptions, resolve_adapt
-from bayesslr.bayes.warmup import LATE_SWITCH, run, schedule
+from bayesslr.bayes.warmup import LATE_SWITCH, run_warmup, schedule
 from bayesslr.core.task import ConfigError
 
 P, CHAINS, WARMUP, DRAWS = 12, 2, 300, 1000
@@ -30,7 +30,7 @@ def _potential(z):
 
 @pytest.fixture(scope="module")
 def gaussian():
-    fn = jax.jit(jax.vmap(lambda key, z0: run(_potential, z0, key, WARMUP, DRAWS,
+    fn = jax.jit(jax.vmap(lambda key, z0: run_warmup(_potential, z0, key, WARMUP, DRAWS,
                                               target_accept=0.8, max_tree_depth=10,
                                               axis_name="chains"),
                           axis_name="chains"))

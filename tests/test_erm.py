@@ -17,7 +17,7 @@ from conftest import run_cli
 
 from bayesslr.core.activations import get_activation
 from bayesslr.core.task import OVERLAP_NAMES, ConfigError, Data, make_task, sample_task
-from bayesslr.erm import ERMOptions, erm_fit, fit_seeds, gd_trajectory, select_lam
+from bayesslr.erm import ERMOptions, fit_seeds, gd_trajectory, run_erm_protocol, select_lam
 from bayesslr.erm import protocol as P
 from bayesslr.erm.objective import objective as _objective
 from bayesslr.registry import Cell, run_cell
@@ -40,7 +40,7 @@ def fits(task):
 
     def get(act):
         if act not in cache:
-            cache[act] = erm_fit(task, act, N, 0.1, seeds=SEEDS, opts=OPTS)
+            cache[act] = run_erm_protocol(task, act, N, 0.1, seeds=SEEDS, opts=OPTS)
         return cache[act]
 
     return get
@@ -100,7 +100,7 @@ def test_lam_grid_batched_equals_individual_fits(task):
 
 
 def test_auto_lam_never_touches_the_test_set(task, monkeypatch):
-    auto = erm_fit(task, "softmax", N, "validation", seeds=SEEDS, opts=OPTS)
+    auto = run_erm_protocol(task, "softmax", N, "validation", seeds=SEEDS, opts=OPTS)
     assert auto.lam in GRID and auto.val_risk.shape == (len(GRID),)
     assert auto.lam == GRID[int(np.argmin(auto.val_risk))]
 

@@ -338,10 +338,13 @@ def test_replica_lam_in_a_sweep(replica_env, tmp_path):
 
 def test_replica_lam_refused_where_no_theory():
     with pytest.raises(ConfigError, match="lam='replica'"):
-        P.erm_fit(make_task("spiked", L=3, nu=2.0, delta=0.0, D=D), "softmax", N, "replica")
-    assert P.parse_lam("Replica") == "replica"
+        P.run_erm_protocol(make_task("spiked", L=3, nu=2.0, delta=0.0, D=D), "softmax", N,
+                           "replica")
+    assert P.parse_erm_lam(" replica ") == "replica"
+    with pytest.raises(ConfigError, match=r"lam='Replica' is not allowed.*\(lower case\)"):
+        P.parse_erm_lam("Replica")  # one spelling, parsed once (bayesslr.core.lam)
     with pytest.raises(ConfigError, match="allowed: real >= 0, 'validation'.*'replica'"):
-        P.parse_lam("often")
+        P.parse_erm_lam("often")
 
 
 @pytest.mark.slow

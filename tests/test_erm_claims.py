@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from bayesslr.core.task import make_task, sample_teacher
-from bayesslr.erm import ERMOptions, erm_fit, fit_seeds
+from bayesslr.erm import ERMOptions, fit_seeds, run_erm_protocol
 from bayesslr.population.method import bayes_risk, best_excess_risk
 
 pytestmark = pytest.mark.slow
@@ -32,8 +32,8 @@ def _mean_se(x: np.ndarray) -> tuple[float, float]:
 @pytest.mark.parametrize("variant,nu", [("spiked", 2.0), ("spiked", 1.0), ("max", "inf")])
 def test_softmax_beats_linear_at_tuned_lam(variant, nu):
     task = make_task(variant, L=3, nu=nu, delta=0.0, D=D)
-    soft = erm_fit(task, "softmax", 10 * D, "validation", seeds=SEEDS, opts=OPTS)
-    lin = erm_fit(task, "linear", 10 * D, "validation", seeds=SEEDS, opts=OPTS)
+    soft = run_erm_protocol(task, "softmax", 10 * D, "validation", seeds=SEEDS, opts=OPTS)
+    lin = run_erm_protocol(task, "linear", 10 * D, "validation", seeds=SEEDS, opts=OPTS)
     assert soft.converged.all() and lin.converged.all()
     diff, se = _mean_se(lin.test_error - soft.test_error)  # same teachers and test sets
     assert diff > 4 * se, (diff, se, soft.lam, lin.lam)
@@ -43,7 +43,7 @@ def test_softmax_beats_linear_at_tuned_lam(variant, nu):
 def large_alpha():
     task = make_task("spiked", L=3, nu=2.0, delta=0.0, D=D)
     alphas = (10, 40)
-    fits = {act: [erm_fit(task, act, a * D, 0.01, seeds=SEEDS, opts=OPTS) for a in alphas]
+    fits = {act: [run_erm_protocol(task, act, a * D, 0.01, seeds=SEEDS, opts=OPTS) for a in alphas]
             for act in ("softmax", "linear")}
     return task, alphas, fits
 

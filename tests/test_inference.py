@@ -23,7 +23,7 @@ from bayesslr.bayes import arviz_adapter
 from bayesslr.bayes.model import log_lik_samples, model_spec
 from bayesslr.bayes.sampler import init_params, potential_fn_gen
 from bayesslr.core.task import ConfigError, make_task
-from bayesslr.inference import reference as ref
+from bayesslr.inference import ground_truth as ref
 from bayesslr.inference.evaluate import per_input_errors, score, task_data
 from bayesslr.inference.mcmc import (
     MCMCSettings,
@@ -137,7 +137,7 @@ def test_paired_score_against_a_reference(tiny):
 def test_stored_reference_reproduces_from_its_seed():
     """Each stored task's predictions, scored on the test set regenerated from its seed, give
     its stored error (the dataset and the data contract agree); provenance attrs are there."""
-    ds = ref.load_reference()
+    ds = ref.load_inference_reference()
     assert ds is not None, "bayesslr/data/inference_reference.nc is missing"
     for a in ("settings", "git_revision", "check_thresholds", "sizes", "method"):
         assert ds.attrs.get(a)
@@ -157,7 +157,7 @@ def test_stored_reference_reproduces_from_its_seed():
 
 def test_reference_checks_pass_for_the_stored_tasks():
     """posteriordb's practice: the reference chains passed R-hat and ESS, or say why not."""
-    ds = ref.load_reference()
+    ds = ref.load_inference_reference()
     ok = ds["checks_passed"].values.astype(bool)
     assert np.all(ds["r_hat_max"].values[ok] <= ref.REF_RHAT_MAX)
     assert np.all(ds["ess_bulk_min"].values[ok] >= ref.REF_ESS_MIN)
@@ -298,7 +298,7 @@ def test_quick_preset_runs_and_its_figures_are_drawn(tmp_path, monkeypatch):
     # (paired standard error) and the bias of a predictor of finitely many draws, c / ESS, with
     # c measured by the reference itself: err(half its chains) - err(all) = c / ESS_ref
     ctrl_rec = next(r for r in records if r["cell"]["method"] == "inference:nuts-teacher-3e4")
-    ds = ref.load_reference()
+    ds = ref.load_inference_reference()
     i = [j for j in range(ds.sizes["task"]) if int(ds["D"][j]) == 50 and
          float(ds["alpha"][j]) == 5.0 and int(ds["seed"][j]) == 0 and
          float(ds["delta"][j]) == 0.01][0]

@@ -84,3 +84,25 @@ def test_memory_limit_override(monkeypatch):
     monkeypatch.setenv("BAYESSLR_MEMORY_LIMIT", "lots")
     with pytest.raises(ConfigError, match="BAYESSLR_MEMORY_LIMIT='lots' is not a size"):
         memory_limit()
+
+
+def test_prerequisites_are_declared_on_the_entry_and_costed_once(tmp_path, monkeypatch):
+    """ERM's lam='replica' declares what it reads from theory_erm on its registry entry; the
+    generic cost layer prices it with theory_erm's own model, once per distinct point."""
+    import bayesslr.erm.method as erm_method
+    from bayesslr.sweep.cost import estimate, model_seconds, prerequisites
+
+    monkeypatch.setenv(erm_method.REPLICA_CACHE_ENV, str(tmp_path))
+    monkeypatch.setattr(erm_method, "_REPLICA_MEMO", {})
+    spec = families()["erm"]
+    assert spec.prerequisites is not None and spec.prerequisites.what == "replica lam"
+    cells = [Cell("erm:softmax", alpha=2.0, lam="replica", D=40, seed=s) for s in range(3)]
+    pending = spec.prerequisites.pending(cells)
+    assert len(pending) == 1
+    (tcell,) = pending.values()
+    assert tcell.family == "theory_erm" and tcell.lam == "optimal"
+    got = prerequisites(cells)
+    assert got == {"erm (replica lam)": model_seconds(tcell)}
+    assert estimate(cells)["erm (replica lam)"] == got["erm (replica lam)"]
+    fixed = [Cell("erm:softmax", alpha=2.0, lam=0.1, D=40)]
+    assert prerequisites(fixed) == {} and families()["theory_erm"].prerequisites is None

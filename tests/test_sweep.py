@@ -383,3 +383,20 @@ def test_presets_are_valid(capsys, tmp_path):
     out = capsys.readouterr().out
     assert f"sweep paper: {len(load_preset('paper').cells)} cells" in out
     assert "cost estimate" in out and not (tmp_path / "p").exists()
+
+
+def test_plugin_family_gets_its_group_and_report_section(tmp_path):
+    """The plugin family (declared only in tests/sweep_plugin.py) gets its dataset group, its
+    own figure and its verdicts section in ``bayesslr report``."""
+    from bayesslr.report import write_report
+
+    cfg = parse_config(tiny())
+    out = tmp_path / "r"
+    run_sweep(cfg, out, progress=False)
+    tree = xr.open_datatree(out / "dataset.nc")
+    assert "sweeptest" in tree.children and "trace" in tree["sweeptest"].ds
+    written, skipped = write_report(out, tmp_path / "fig", formats=("png",))
+    names = {p.name for p in written}
+    assert "sweeptest_trace.png" in names, skipped
+    verdicts = (tmp_path / "fig" / "verdicts.txt").read_text()
+    assert "# sweeptest\nVERDICT [holds] sweeptest errors stay below 2" in verdicts

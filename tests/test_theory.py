@@ -417,7 +417,7 @@ def test_small_batched_solves_match_lapack(n):
     """The unrolled Gauss-Jordan helpers of the proximal channel (no pivoting, n <= 8): the
     solution, the diagonal of the inverse, and the smallest pivot's sign (positive exactly for
     a positive definite matrix), against numpy on random systems (float64: rounding only)."""
-    from bayesslr.theory.channel import _inv_diag_small, _solve_small
+    from bayesslr.theory.erm_proximal import _inv_diag_small, _solve_small
 
     rng = np.random.default_rng(n)
     M = rng.standard_normal((32, n, n))

@@ -197,7 +197,7 @@ def test_theory_agrees_with_finite_D_erm_and_runs_concentrate_as_D_grows():
     * That rate: ``D x`` mean square is the same at both sizes within the 0.1%..99.9% range
       of the ``F`` law (fluctuations ``O(D^-1/2)``, the scaling the replica theory assumes).
     """
-    from bayesslr.erm.protocol import ERMOptions, erm_fit
+    from bayesslr.erm.protocol import ERMOptions, run_erm_protocol
 
     alpha, lam = 5.0, 1.0
     th = solve_erm(SPIKED, "softmax", alpha, lam, options=ErmTheoryOptions(test_samples=50_000))
@@ -205,8 +205,8 @@ def test_theory_agrees_with_finite_D_erm_and_runs_concentrate_as_D_grows():
     runs = {}
     for D, n_seeds in ((50, 64), (1000, 12)):
         task = make_task("spiked", 3, 2.0, 0.0, D)
-        res = erm_fit(task, "softmax", int(alpha * D), lam, seeds=range(500, 500 + n_seeds),
-                      opts=ERMOptions(n_test=20_000))
+        res = run_erm_protocol(task, "softmax", int(alpha * D), lam,
+                               seeds=range(500, 500 + n_seeds), opts=ERMOptions(n_test=20_000))
         runs[D] = np.asarray(res.test_error, dtype=np.float64)
     big = runs[1000]
     se_big = big.std(ddof=1) / math.sqrt(len(big))

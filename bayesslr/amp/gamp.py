@@ -36,16 +36,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bayesslr.amp.channel import attention_weights, output_functions_blocked, prior_precision
+from bayesslr.amp.denoisers import attention_weights, output_functions_blocked, prior_precision
 from bayesslr.core.jaxconfig import Array, PRNGKey
 from bayesslr.core.options import Validated, option
 from bayesslr.core.task import ConfigError, Data, TaskConfig, Teacher
 from bayesslr.theory.bayes import (
     MAX_QUADRATURES,
     BayesTheoryOptions,
+    bayes_start_point,
     output_channel,
     quadrature_label,
-    start_point,
 )
 
 GAMP_STARTS: tuple[str, ...] = ("uninformed", "informed")
@@ -288,7 +288,7 @@ def resolve_variance(task: TaskConfig, variance: str) -> str:
 def initial_state(key: PRNGKey, init: str, D: int, n: int, L_max: int, teacher: Teacher | None,
                   m_clip: float = 1e-6, dtype=jnp.float32) -> GampState:
     """The start of :class:`GampOptions` ``init`` (randomness from ``key``)."""
-    m0 = float(start_point(init)[0])
+    m0 = float(bayes_start_point(init)[0])
     m0 = min(m0, 1.0 - m_clip)
     xi = jax.random.normal(key, (D, 2), dtype)
     if init == "informed":

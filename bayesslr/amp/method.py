@@ -24,7 +24,16 @@ from bayesslr.amp.gamp import GampOptions, gamp, gamp_predict
 from bayesslr.core.metrics import test_errors
 from bayesslr.core.options import Opt, schema_of
 from bayesslr.core.task import LengthLaw, algorithm_key, seed_key
-from bayesslr.registry import Cell, PlotStyle, Resources, common, outputs, register
+from bayesslr.registry import (
+    Cell,
+    CliFace,
+    PlotStyle,
+    ReportRole,
+    Resources,
+    common,
+    outputs,
+    register,
+)
 
 SCHEMA = schema_of(GampOptions, "amp") + (
     Opt("n_test", 10_000, "int", low=2, high=10**8, doc="fresh test inputs"),
@@ -92,7 +101,15 @@ def _cost(cell: Cell, opts: Mapping[str, Any]) -> float:
                  "iteration") for k in TRAJECTORY]),
           cost=_cost, memory=_memory,
           plot=PlotStyle(kind="marker", label="GAMP", marker="D", color="k", filled=False),
-          version="1", dims=("variant", "L", "nu", "delta", "alpha", "D"))
+          version="1", dims=("variant", "L", "nu", "delta", "alpha", "D"),
+          report=ReportRole(finite_sample=5, leaderboard=3),
+          cli=CliFace(task={"delta": "0.01"}, fields={"D": "2000", "alpha": "2", "seed": "0"},
+                      help={"D": "Token dimension D >= 1.",
+                            "seed": "Seed of teacher, data and start."},
+                      header=("variant", "L", "nu", "delta", "D", "alpha", "seed"),
+                      doc="GAMP from the uninformed or informed start: posterior-mean test "
+                          "error against the oracle, final and per-iteration overlaps, "
+                          "convergence with its reason"))
 def amp_cell(cell: Cell, opts: Mapping[str, Any]) -> dict[str, Any]:
     """Registered family ``amp``: GAMP's posterior-mean test error and overlaps on one task.
 

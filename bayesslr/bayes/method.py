@@ -17,15 +17,15 @@ import numpy as np
 
 from bayesslr.bayes import arviz_adapter
 from bayesslr.bayes.model import ModelSpec, model_spec
-from bayesslr.bayes.predict import overlaps, posterior_predict
+from bayesslr.bayes.predict import posterior_overlaps, posterior_predict
 from bayesslr.bayes.sampler import (
     INITS,
     SampleResult,
     SamplerOptions,
     init_params,
     mean_log_lik,
+    run_nuts,
     sample_anneal,
-    sample_posterior,
 )
 from bayesslr.bayes.sampler import SCHEMA as SAMPLER_SCHEMA
 from bayesslr.core.metrics import test_errors
@@ -40,16 +40,25 @@ from bayesslr.core.task import (
     sample_task,
     seed_key,
 )
-from bayesslr.registry import Cell, PlotStyle, Resources, common, outputs, register
+from bayesslr.core.thresholds import CONVERGENCE
+from bayesslr.registry import (
+    Cell,
+    CliFace,
+    PlotStyle,
+    ReportRole,
+    Resources,
+    common,
+    outputs,
+    register,
+)
 
 # teacher, training and test data in one compiled call (eager generation compiles op by op)
 _sample_task = jax.jit(sample_task, static_argnums=(1, 2, 3))
 
-# convergence verdict of a run (Vehtari et al. 2021, "Rank-normalization, folding, and
-# localization: an improved R-hat"): split R-hat below this, bulk and tail ESS of at least this
-# many per chain, no divergent transition; with several starts, the pooled R-hat too
-RHAT_MAX = 1.01
-ESS_PER_CHAIN_MIN = 100.0
+# convergence verdict of a run (bayesslr.core.thresholds: why these values); with several
+# starts, the pooled R-hat too
+RHAT_MAX = CONVERGENCE["bayes_sampling"].r_hat_max
+ESS_PER_CHAIN_MIN = CONVERGENCE["bayes_sampling"].ess_min
 
 SCHEMA = SAMPLER_SCHEMA + (
     Opt("init", ("teacher",), "choices", choices=INITS,
@@ -137,7 +146,7 @@ def run_start(key: jax.Array, init: str, spec: ModelSpec, teacher: Teacher, data
         res, _ = sample_anneal(krun, spec, data, sampler, anneal_fractions)
         return res
     start = init_params(kinit, init, sampler.chains, data.X.shape[-1], teacher)
-    return sample_posterior(krun, spec, data, sampler, start=start, init=init)
+    return run_nuts(krun, spec, data, sampler, start=start, init=init)
 
 
 @register("bayes_sampling", schema=SCHEMA, needs=("alpha", "D"),
@@ -155,7 +164,19 @@ def run_start(key: jax.Array, init: str, spec: ModelSpec, teacher: Teacher, data
               ("r_hat_max_pooled", "split R-hat over all chains of all starts")),
           cost=_cost, memory=_memory, check=_check,
           plot=PlotStyle(kind="marker", label="Bayes (NUTS)", marker="s", color="k"),
-          version="4")  # 4: adapt="auto" (grad from the teacher, stan from other starts)
+          version="4",  # 4: adapt="auto" (grad from the teacher, stan from other starts)
+          report=ReportRole(finite_sample=4),
+          cli=CliFace(
+              verb=("sample",), task={"delta": "0.01"},
+              fields={"D": "100", "alpha": "4", "seed": "0"},
+              help={"nu": "Signal strength nu >= 0 (inf needs --tempered).",
+                    "delta": "Label-noise variance Delta > 0 (0 needs --tempered).",
+                    "D": "Token dimension D >= 1.",
+                    "seed": "Seed of teacher, data and sampler."},
+              flags={"idata": "--save-idata"},
+              header=("variant", "L", "nu", "delta", "D", "alpha", "seed"),
+              doc="Posterior-mean (Bayes-optimal) test error by NUTS, with sampler diagnostics "
+                  "and a convergence verdict"))
 def bayes_sampling_cell(cell: Cell, opts: Mapping[str, Any]) -> dict[str, Any]:
     """Registered method ``bayes_sampling``: posterior-mean (Bayes-optimal) test error by NUTS.
 
@@ -267,7 +288,7 @@ def _evaluate(task: TaskConfig, spec: ModelSpec, teacher: Teacher, train: Data, 
         "excess_over_oracle_stderr": err.excess_over_oracle_stderr,
         "test_error_plain": err_plain.test_error,
     }
-    out.update(overlaps(teacher, kf.mean(axis=0), vf.mean(axis=0)))
+    out.update(posterior_overlaps(teacher, kf.mean(axis=0), vf.mean(axis=0)))
     s = res.summary()
     for name in ("r_hat_max", "ess_bulk_min", "ess_tail_min", "divergences", "grad_evals",
                  "grad_evals_warmup", "ess_per_grad", "step_size_mean"):

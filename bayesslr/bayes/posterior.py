@@ -20,7 +20,7 @@ import numpy as np
 
 from bayesslr.bayes import arviz_adapter
 from bayesslr.bayes.model import ModelSpec, model_spec
-from bayesslr.bayes.predict import overlaps, posterior_predict
+from bayesslr.bayes.predict import posterior_overlaps, posterior_predict
 from bayesslr.bayes.sampler import (
     SampleResult,
     SamplerOptions,
@@ -28,7 +28,7 @@ from bayesslr.bayes.sampler import (
     sample_anneal,
 )
 from bayesslr.bayes.sampler import (
-    sample_posterior as _nuts,
+    run_nuts as _nuts,
 )
 from bayesslr.core.jaxconfig import Array, PRNGKey
 from bayesslr.core.task import ConfigError, Data, TaskConfig, Teacher
@@ -87,7 +87,7 @@ class Posterior:
     def overlaps(self, teacher: Teacher) -> dict[str, float]:
         """Posterior-mean overlaps with the teacher and the Nishimori gap (docs/model.md)."""
         kf, vf = self.result.flat()
-        return overlaps(teacher, kf.mean(axis=0), vf.mean(axis=0))
+        return posterior_overlaps(teacher, kf.mean(axis=0), vf.mean(axis=0))
 
     def predict(self, X: Array, mask: Array | None = None, *, exact: bool = True,
                 chunk: int = 128) -> np.ndarray:

@@ -108,7 +108,7 @@ def posterior_predict(spec: ModelSpec, k_draws: Array, v_draws: Array, X: Array,
     return Predictions(exact, plain)
 
 
-def overlaps(teacher: Teacher, k_mean: Array, v_mean: Array) -> dict[str, float]:
+def posterior_overlaps(teacher: Teacher, k_mean: Array, v_mean: Array) -> dict[str, float]:
     """Posterior-mean overlaps (docs/model.md §3) and the Nishimori gap ``max |m - q|``.
 
     Bayes-optimality implies ``E[k_mean . k*] = E[|k_mean|^2]`` (Nishimori identity), so

@@ -258,7 +258,7 @@ def _compiled(model: str, variant: str, chains: int, warmup: int, draws: int, me
         def potential(zf):
             return pe_tree({"k": zf[:D], "v": zf[D:]})
 
-        r = _warmup.run(potential, jnp.concatenate([z0["k"], z0["v"]]), key, warmup, draws,
+        r = _warmup.run_warmup(potential, jnp.concatenate([z0["k"], z0["v"]]), key, warmup, draws,
                         target_accept=target_accept, max_tree_depth=max_tree_depth,
                         adapt_mass=(mass == "diag"), axis_name=axis)
         return r.z[:, :D], r.z[:, D:], r.log_density, r.diverging, r.steps, r.steps_warmup, \
@@ -318,7 +318,7 @@ def init_params(key: PRNGKey, init: str, chains: int, D: int,
                       "(anneal runs through sample_anneal)")
 
 
-def sample_posterior(key: PRNGKey, spec: ModelSpec, data: Data, options: SamplerOptions, *,
+def run_nuts(key: PRNGKey, spec: ModelSpec, data: Data, options: SamplerOptions, *,
                      start: dict[str, Array], init: str = "custom",
                      weights: Array | None = None) -> SampleResult:
     """Run NUTS on the SLR posterior (docs/model.md §6) from ``start``.
@@ -416,11 +416,11 @@ def sample_anneal(key: PRNGKey, spec: ModelSpec, data: Data, options: SamplerOpt
     for j, f in enumerate(fractions):
         m = max(1, int(round(f * n)))
         w = (jnp.arange(n) < m).astype(jnp.float32)
-        res = sample_posterior(keys[j + 1], spec, data, opts, start=start, init="anneal",
+        res = run_nuts(keys[j + 1], spec, data, opts, start=start, init="anneal",
                                weights=w)
         rungs.append({"n": m, **res.summary()})
         start = res.last()
-    res = sample_posterior(keys[-1], spec, data, opts, start=start, init="anneal")
+    res = run_nuts(keys[-1], spec, data, opts, start=start, init="anneal")
     total = res.grad_evals + sum(r["grad_evals"] for r in rungs)
     runtime = res.runtime_s + sum(r["runtime_s"] for r in rungs)
     return res._replace(grad_evals=total, runtime_s=runtime), rungs

@@ -210,7 +210,7 @@ class RunResult(NamedTuple):
     inv_mass: Array
 
 
-def run(potential: Callable[[Array], Array], z0: Array, key: PRNGKey, num_warmup: int,
+def run_warmup(potential: Callable[[Array], Array], z0: Array, key: PRNGKey, num_warmup: int,
         num_draws: int, *, target_accept: float, max_tree_depth: int, adapt_mass: bool = True,
         axis_name: str | None = None) -> RunResult:
     """Gradient-based warm-up from ``z0`` then ``num_draws`` draws (module docstring).

@@ -1,6 +1,5 @@
-"""CLI verbs, one module each; every module defines ``register(app)``.
-
-The modules stay thin: parse options, build a :class:`bayesslr.registry.Cell` (or a sweep
-config), call the library, print. Shared option parsing and output live in
-:mod:`bayesslr.commands.common`.
+"""The CLI's verbs: :mod:`~bayesslr.commands.family` generates one verb per registered method
+family from its registry entry; :mod:`~bayesslr.commands.run` holds ``run``, ``presets`` and
+``report``; :mod:`~bayesslr.commands.methods` lists the families. Shared value parsing and
+printing live in :mod:`~bayesslr.commands.common`.
 """

@@ -5,24 +5,14 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from typing import Annotated, Any
+from typing import Any
 
 import numpy as np
-import typer
 from rich.console import Console
 from rich.table import Table
 
 from bayesslr.core.task import ConfigError, TaskConfig, check_int, check_real, make_task
-from bayesslr.registry import Cell, families, run_unit, units, validate_cell
-
-# The task options every verb shares (annotated types, so each verb keeps its own default).
-VariantOpt = Annotated[str, typer.Option(help="Task variant: spiked or max.")]
-LOpt = Annotated[str, typer.Option(
-    "--L", help="Sequence length (integer >= 1), or a law '1,2,3' / '1:0.2,3:0.8'.")]
-LDistOpt = Annotated[str | None, typer.Option(
-    "--L-dist", help="Length law instead of --L: '1,2,3' (uniform) or '1:0.2,3:0.8'.")]
-NuOpt = Annotated[str, typer.Option(help="Signal strength nu >= 0 ('inf' allowed for max).")]
-DeltaOpt = Annotated[str, typer.Option(help="Label-noise variance Delta >= 0.")]
+from bayesslr.registry import Cell, run_unit, units, validate_cell
 
 
 def cli_task(variant: str, L: str, L_dist: str | None, nu: str, delta: str,
@@ -83,21 +73,60 @@ def _jsonable(x: Any) -> Any:
     return x
 
 
-def emit(result: Mapping[str, Any], as_json: bool, title: str = "") -> None:
-    """Print a result: one JSON object (``--json``) or a readable table."""
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``"1 figure"``, ``"2 figures"`` (``many``: an irregular plural)."""
+    return f"{n} {word if n == 1 else many or word + 's'}"
+
+
+def _cell_text(v: Any) -> str:
+    if isinstance(v, bool) or v is None:
+        return str(v).lower()
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    if isinstance(v, list | tuple):
+        items = [_cell_text(x) for x in v]
+        return ", ".join(items) if len(items) <= 8 else (
+            f"{', '.join(items[:3])}, ..., {', '.join(items[-2:])} ({len(items)} values)")
+    return str(v)
+
+
+def _flat(result: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    rows = []
+    for k, v in result.items():
+        if isinstance(v, Mapping):
+            rows += _flat(v, f"{prefix}{k}.")
+        else:
+            rows.append((f"{prefix}{k}", v))
+    return rows
+
+
+def emit(result: Mapping[str, Any], as_json: bool, title: str = "",
+         columns: tuple[str, ...] = ()) -> None:
+    """Print a result: one JSON object (``--json``) or readable tables.
+
+    The readable form is a ``quantity | value`` table (nested mappings flattened to
+    ``solver.tol``, lists written out); a list of records under ``points`` becomes a second
+    table with one row per record and ``columns`` as its columns.
+    """
     if as_json:
         print(json.dumps(_jsonable(result), allow_nan=False))
         return
+    console = Console()
     table = Table(title=title or None, show_header=True)
     table.add_column("quantity")
     table.add_column("value", justify="right")
-    for k, v in result.items():
-        if isinstance(v, float):
-            v = f"{v:.6g}"
-        elif isinstance(v, Mapping | list | tuple):
-            v = json.dumps(_jsonable(v))
-        table.add_row(str(k), str(v))
-    Console().print(table)
+    points = result.get("points") if columns else None
+    for k, v in _flat({k: v for k, v in result.items() if not (k == "points" and points)}):
+        table.add_row(k, _cell_text(v))
+    console.print(table)
+    if points:
+        grid = Table(title=f"{title}: {plural(len(points), 'point')}" if title else None)
+        shown = [c for c in columns if any(c in p for p in points)]
+        for c in shown:
+            grid.add_column(c, justify="right")
+        for p in points:
+            grid.add_row(*(_cell_text(p.get(c, "")) for c in shown))
+        console.print(grid)
 
 
 class CellFailed(Exception):
@@ -135,22 +164,3 @@ def run_cells(cells: list[Cell]) -> list[dict[str, Any]]:
 def run_one(cell: Cell) -> dict[str, Any]:
     """:func:`run_cells` of one cell."""
     return run_cells([cell])[0]
-
-
-def schema_option(family: str, name: str, flag: str | None = None) -> Any:
-    """A typer option for the family's option ``name``: its help, allowed range and default
-    come from the registry's schema (one place); the flag's value stays ``None`` unless given,
-    so the family's own default applies."""
-    opt = families()[family].schema[name]
-    default = opt.default if not isinstance(opt.default, tuple) else ",".join(
-        f"{x:g}" if isinstance(x, float) else str(x) for x in opt.default)
-    shown = "none" if default is None else str(default).lower() if isinstance(
-        default, bool) else f"{default:g}" if isinstance(default, float) else str(default)
-    return typer.Option(None, flag or "--" + name.replace("_", "-"), show_default=False,
-                        help=f"{opt.doc[:1].upper()}{opt.doc[1:]} (default {shown}; "
-                             f"allowed: {opt.allowed()}).")
-
-
-def given(**values: Any) -> dict[str, Any]:
-    """The options the user gave (flags left at ``None`` take the family's default)."""
-    return {k: v for k, v in values.items() if v is not None}

@@ -15,11 +15,9 @@ from pathlib import Path
 
 import typer
 
+from bayesslr.commands.common import plural
+from bayesslr.core.exit_codes import EXIT_CELLS_FAILED, EXIT_WRITE_FAILED
 from bayesslr.core.task import ConfigError
-
-# exit statuses of ``bayesslr run`` besides 0, 2 (bad input or OUT in use) and 128 + signal
-EXIT_CELLS_FAILED = 3
-EXIT_WRITE_FAILED = 4
 
 
 def _fmt_seconds(s: float) -> str:
@@ -32,183 +30,201 @@ def _fmt_seconds(s: float) -> str:
     return f"{s / 3600:.1f} h"
 
 
-def register(app: typer.Typer) -> None:
-    @app.command("run")
-    def run(
-        preset: str = typer.Option(None, "--preset", help="built-in sweep (see 'presets'); "
-                                   "default: quick"),
-        config: Path = typer.Option(None, "--config", help="TOML sweep file"),
-        out: Path = typer.Option(None, "--out", help="output directory (default results/NAME)"),
-        workers: int = typer.Option(None, "--workers", help="dask LocalCluster with N "
-                                    "single-threaded worker processes on 127.0.0.1 (at most "
-                                    "4 per usable core)"),
-        scheduler: str = typer.Option(None, "--scheduler", help="existing dask scheduler, "
-                                      "tcp://host:port"),
-        force: bool = typer.Option(False, "--force", help="replace the config stored in OUT "
-                                   "(finished cells that still match are kept)"),
-        keep_stale: bool = typer.Option(False, "--keep-stale", help="reuse stored cells "
-                                        "computed by another code version of their method "
-                                        "(default: recompute them)"),
-        dry_run: bool = typer.Option(False, "--dry-run", help="print the cell count and a cost "
-                                     "estimate, run nothing"),
-        quiet: bool = typer.Option(False, "--quiet", help="no progress bar"),
-    ) -> None:
-        """Run (or resume) a sweep; writes OUT/cells/*.nc and OUT/dataset.nc.
+def law_text(label: str) -> str:
+    """A length label as it reads unambiguously in a list: ``3``, ``U{1,2,3}`` (uniform law),
+    ``{1:0.2,3:0.8}`` (weighted law)."""
+    if "," not in label:
+        return label
+    return f"{{{label}}}" if ":" in label else f"U{{{label}}}"
 
-        Exit status: 0 every cell ok; 2 bad input, or OUT in use by another run; 3 the sweep
-        finished but some cells failed (see OUT/manifest.json); 4 a results file could not be
-        written; 130/143 interrupted by SIGINT/SIGTERM (rerun to resume).
-        """
-        from bayesslr.sweep.config import load_config, load_preset
-        from bayesslr.sweep.executors import (
-            SweepInterrupted,
-            load_plugins,
-            make_executor,
-            plugin_names,
-        )
-        from bayesslr.sweep.runner import prepare_run, run_sweep
-        from bayesslr.sweep.storage import StoreError
 
-        if preset is not None and config is not None:
-            raise ConfigError("--preset and --config exclude each other; allowed: one of them")
-        executor = make_executor(workers, scheduler)  # validated, nothing started
-        load_plugins(plugin_names())
-        cfg = load_config(config) if config is not None else load_preset(preset or "quick")
-        out_dir = out if out is not None else Path("results") / cfg.name
-        if dry_run:
-            _dry_run(cfg, out_dir, workers, force, keep_stale)
-            return
-        prepare_run(cfg, out_dir, force=force)  # validates before anything is written
+def run_sweep_verb(
+    preset: str = typer.Option(None, "--preset", metavar="NAME",
+                               help="built-in sweep (see 'presets'); default: quick"),
+    config: Path = typer.Option(None, "--config", metavar="FILE", help="TOML sweep file"),
+    out: Path = typer.Option(None, "--out", metavar="DIR",
+                             help="output directory (default results/NAME)"),
+    workers: int = typer.Option(None, "--workers", metavar="N",
+                                help="dask LocalCluster with N single-threaded worker "
+                                     "processes on 127.0.0.1 (at most 4 per usable core)"),
+    scheduler: str = typer.Option(None, "--scheduler", metavar="URL",
+                                  help="existing dask scheduler, tcp://host:port"),
+    force: bool = typer.Option(False, "--force", metavar="",
+                               help="replace the config stored in OUT (finished cells that "
+                                    "still match are kept)"),
+    keep_stale: bool = typer.Option(False, "--keep-stale", metavar="",
+                                    help="reuse stored cells computed by another code version "
+                                         "of their method (default: recompute them)"),
+    dry_run: bool = typer.Option(False, "--dry-run", metavar="",
+                                 help="print the cell count and a cost estimate, run nothing"),
+    quiet: bool = typer.Option(False, "--quiet", metavar="", help="no progress bar"),
+) -> None:
+    """Run (or resume) a sweep; writes OUT/cells/*.nc and OUT/dataset.nc.
+
+    Exit status: 0 every cell ok; 2 bad input, or OUT in use by another run; 3 the sweep
+    finished but some cells failed (see OUT/manifest.json); 4 a results file could not be
+    written; 130/143 interrupted by SIGINT/SIGTERM (rerun to resume).
+    """
+    from bayesslr.sweep.config import load_config, load_preset
+    from bayesslr.sweep.executors import (
+        SweepInterrupted,
+        load_plugins,
+        make_executor,
+        plugin_names,
+    )
+    from bayesslr.sweep.runner import prepare_run, run_sweep
+    from bayesslr.sweep.storage import StoreError
+
+    if preset is not None and config is not None:
+        raise ConfigError("--preset and --config exclude each other; allowed: one of them")
+    executor = make_executor(workers, scheduler)  # validated, nothing started
+    load_plugins(plugin_names())
+    cfg = load_config(config) if config is not None else load_preset(preset or "quick")
+    out_dir = out if out is not None else Path("results") / cfg.name
+    if dry_run:
+        _dry_run(cfg, out_dir, workers, force, keep_stale)
+        return
+    prepare_run(cfg, out_dir, force=force)  # validates before anything is written
+    try:
+        summary = run_sweep(cfg, out_dir, executor, force=force, progress=not quiet,
+                            keep_stale=keep_stale,
+                            log=lambda line: typer.echo(f"bayesslr: {line}", err=True))
+    except SweepInterrupted as exc:
+        typer.echo(f"bayesslr: {exc}; finished cells are in {out_dir}/cells, rerun the "
+                   "same command to resume", err=True)
+        raise typer.Exit(exc.exit_code) from None
+    except StoreError as exc:
+        typer.echo(f"bayesslr: error: {exc}; the cells finished before are kept in "
+                   f"{out_dir}/cells: free space or fix the permissions, then rerun the "
+                   "same command to resume", err=True)
+        raise typer.Exit(EXIT_WRITE_FAILED) from None
+    typer.echo(f"cells: {summary.total} ({summary.reused} reused, {summary.computed} "
+               f"computed, {summary.failed} failed) on {summary.executor}")
+    typer.echo(f"dataset: {summary.dataset}")
+    if summary.failed:
+        typer.echo(f"bayesslr: {summary.failed} of {summary.total} cells failed; their "
+                   f"errors are in {out_dir}/manifest.json (cells with status 'failed') "
+                   f"and in the 'cells' group of {summary.dataset}", err=True)
+        raise typer.Exit(EXIT_CELLS_FAILED)
+
+def _dry_run(cfg, out_dir: Path, workers: int | None, force: bool,
+             keep_stale: bool) -> None:
+    from bayesslr.sweep.config import describe_sweep
+    from bayesslr.sweep.cost import estimate, wall_seconds
+    from bayesslr.sweep.runner import prepare_run
+
+    store = prepare_run(cfg, out_dir, force=force)  # read-only: no lock needed
+    messages: list[str] = []
+    if store.cells_dir.exists():
+        scan = store.scan(cfg.cells, keep_stale=keep_stale)
+        todo, done, messages = scan.todo, scan.done, scan.messages()
+    else:
+        todo, done = list(cfg.cells), {}
+    info = describe_sweep(cfg)
+    typer.echo(f"sweep {cfg.name}: {plural(info['cells'], 'cell')} "
+               f"({len(done)} already in {out_dir}, {len(todo)} to run)")
+    for line in messages:
+        typer.echo(f"  {line}")
+    for m, n in info["by_method"].items():
+        typer.echo(f"  {m}: {n}")
+    for d, vals in info["values"].items():
+        shown = [law_text(v) for v in vals] if d == "L" else vals
+        typer.echo(f"  {d}: {', '.join(shown)}")
+    cost = estimate(todo, list(done.values()))
+    total = cost.pop("total")
+    parts = ", ".join(f"{k} {_fmt_seconds(v)}" for k, v in sorted(cost.items()))
+    cores = os.cpu_count() or 1
+    typer.echo(f"cost estimate (calibrated model, benchmarks/README.md): "
+               f"{_fmt_seconds(total)} of core time [{parts}]; about "
+               f"{_fmt_seconds(wall_seconds(total, workers))} wall "
+               + (f"with {workers} workers" if workers else "in-process (an upper bound)")
+               + f" on this {cores}-core machine"
+               + ("" if workers or cores == 1 else
+                  f", {_fmt_seconds(wall_seconds(total, cores))} with --workers {cores}"))
+
+def presets() -> None:
+    """List the built-in sweeps with their cell counts."""
+    from bayesslr.sweep.config import load_preset, preset_names, preset_raw
+
+    for name in preset_names():
+        raw = preset_raw(name)
         try:
-            summary = run_sweep(cfg, out_dir, executor, force=force, progress=not quiet,
-                                keep_stale=keep_stale,
-                                log=lambda line: typer.echo(f"bayesslr: {line}", err=True))
-        except SweepInterrupted as exc:
-            typer.echo(f"bayesslr: {exc}; finished cells are in {out_dir}/cells, rerun the "
-                       "same command to resume", err=True)
-            raise typer.Exit(exc.exit_code) from None
-        except StoreError as exc:
-            typer.echo(f"bayesslr: error: {exc}; the cells finished before are kept in "
-                       f"{out_dir}/cells: free space or fix the permissions, then rerun the "
-                       "same command to resume", err=True)
-            raise typer.Exit(EXIT_WRITE_FAILED) from None
-        typer.echo(f"cells: {summary.total} ({summary.reused} reused, {summary.computed} "
-                   f"computed, {summary.failed} failed) on {summary.executor}")
-        typer.echo(f"dataset: {summary.dataset}")
-        if summary.failed:
-            typer.echo(f"bayesslr: {summary.failed} of {summary.total} cells failed; their "
-                       f"errors are in {out_dir}/manifest.json (cells with status 'failed') "
-                       f"and in the 'cells' group of {summary.dataset}", err=True)
-            raise typer.Exit(EXIT_CELLS_FAILED)
+            n = plural(len(load_preset(name).cells), "cell")
+        except ConfigError as exc:
+            n = f"not runnable here: {exc}"
+        typer.echo(f"{name}: {raw.get('description', '')} [{n}]")
 
-    def _dry_run(cfg, out_dir: Path, workers: int | None, force: bool,
-                 keep_stale: bool) -> None:
-        from bayesslr.sweep.config import summarize
-        from bayesslr.sweep.cost import estimate, wall_seconds
-        from bayesslr.sweep.runner import prepare_run
 
-        store = prepare_run(cfg, out_dir, force=force)  # read-only: no lock needed
-        messages: list[str] = []
-        if store.cells_dir.exists():
-            scan = store.scan(cfg.cells, keep_stale=keep_stale)
-            todo, done, messages = scan.todo, scan.done, scan.messages()
-        else:
-            todo, done = list(cfg.cells), {}
-        info = summarize(cfg)
-        typer.echo(f"sweep {cfg.name}: {info['cells']} cells "
-                   f"({len(done)} already in {out_dir}, {len(todo)} to run)")
-        for line in messages:
-            typer.echo(f"  {line}")
-        for m, n in info["by_method"].items():
-            typer.echo(f"  {m}: {n}")
-        for d, vals in info["values"].items():
-            typer.echo(f"  {d}: {', '.join(vals)}")
-        cost = estimate(todo, list(done.values()))
-        total = cost.pop("total")
-        parts = ", ".join(f"{k} {_fmt_seconds(v)}" for k, v in sorted(cost.items()))
-        cores = os.cpu_count() or 1
-        typer.echo(f"cost estimate (calibrated model, benchmarks/README.md): "
-                   f"{_fmt_seconds(total)} of core time [{parts}]; about "
-                   f"{_fmt_seconds(wall_seconds(total, workers))} wall "
-                   + (f"with {workers} workers" if workers else "in-process (an upper bound)")
-                   + f" on this {cores}-core machine"
-                   + ("" if workers or cores == 1 else
-                      f", {_fmt_seconds(wall_seconds(total, cores))} with --workers {cores}"))
+def report(
+    results: Path = typer.Argument(None, help="a directory written by 'bayesslr run'"),
+    out: Path = typer.Option(None, "--out", metavar="DIR",
+                             help="figure directory (default RESULTS/figures)"),
+    reference: Path = typer.Option(
+        None, "--reference", metavar="OUT",
+        help="instead of RESULTS: draw the paper's figures from the shipped reference results "
+             "into this directory (computes nothing)"),
+    formats: str = typer.Option("png,pdf", "--formats", metavar="png,pdf,svg",
+                                help="comma list of png, pdf, svg"),
+    notebooks: bool = typer.Option(False, "--notebooks", metavar="",
+                                   help="also execute the report notebooks on RESULTS and "
+                                        "write each as self-contained HTML beside the figures "
+                                        "(needs the 'notebooks' extra)"),
+) -> None:
+    """Write the standard figures of a results directory (PNG and PDF) and the verdicts;
+    with --notebooks, also the report notebooks as HTML (open index.html in a browser)."""
+    from bayesslr.report import load_reference, load_results, write_report
 
-    @app.command("presets")
-    def presets() -> None:
-        """List the built-in sweeps with their cell counts."""
-        from bayesslr.sweep.config import load_preset, preset_names, preset_raw
-
-        for name in preset_names():
-            raw = preset_raw(name)
-            try:
-                n = f"{len(load_preset(name).cells)} cells"
-            except ConfigError as exc:
-                n = f"not runnable here: {exc}"
-            typer.echo(f"{name}: {raw.get('description', '')} [{n}]")
-
-    @app.command("report")
-    def report(
-        results: Path = typer.Argument(None, help="a directory written by 'bayesslr run'"),
-        out: Path = typer.Option(None, "--out", help="figure directory (default "
-                                 "RESULTS/figures)"),
-        reference: Path = typer.Option(
-            None, "--reference", help="instead of RESULTS: draw the paper's figures from the "
-            "shipped reference results into this directory (computes nothing)"),
-        formats: str = typer.Option("png,pdf", "--formats", help="comma list of png, pdf, svg"),
-        notebooks: bool = typer.Option(False, "--notebooks", help="also execute the report "
-                                       "notebooks on RESULTS and write each as self-contained "
-                                       "HTML beside the figures (needs the 'notebooks' extra)"),
-    ) -> None:
-        """Write the standard figures of a results directory (PNG and PDF) and the verdicts;
-        with --notebooks, also the report notebooks as HTML (open index.html in a browser)."""
-        from bayesslr.report import load_reference, load_results, write_report
-
-        fmts = tuple(f.strip().lower() for f in formats.split(",") if f.strip())
-        bad = [f for f in fmts if f not in {"png", "pdf", "svg"}]
-        if bad or not fmts:
-            raise ConfigError(f"formats={formats!r} is not allowed; allowed: a comma list of "
-                              "png, pdf, svg")
-        if (results is None) == (reference is None):
-            raise ConfigError("give a results directory, or --reference OUT (not both); "
-                              "allowed: 'bayesslr report RESULTS' or 'bayesslr report "
-                              "--reference OUT'")
-        if reference is not None:
-            if notebooks or out is not None:
-                raise ConfigError("--reference OUT writes the figures into OUT; allowed "
-                                  "without --out and --notebooks")
-            written, skipped = write_report(load_reference(), reference, formats=fmts)
-            for name, why in skipped:
-                typer.echo(f"skipped {name}: {why}", err=True)
-            typer.echo(f"figures: {reference} ({len(written)} files, from the shipped "
-                       "reference results)")
-            return
-        if notebooks:
-            from bayesslr.report.notebooks import check_extra, find_notebooks
-
-            check_extra()
-            find_notebooks()
-            load_results(results)  # a bad RESULTS fails here, before anything is written
-        written, skipped = write_report(results, out, formats=fmts)
+    fmts = tuple(f.strip().lower() for f in formats.split(",") if f.strip())
+    bad = [f for f in fmts if f not in {"png", "pdf", "svg"}]
+    if bad or not fmts:
+        raise ConfigError(f"formats={formats!r} is not allowed; allowed: a comma list of "
+                          "png, pdf, svg")
+    if (results is None) == (reference is None):
+        raise ConfigError("give a results directory, or --reference OUT (not both); "
+                          "allowed: 'bayesslr report RESULTS' or 'bayesslr report "
+                          "--reference OUT'")
+    if reference is not None:
+        if notebooks or out is not None:
+            raise ConfigError("--reference OUT writes the figures into OUT; allowed "
+                              "without --out and --notebooks")
+        written, skipped = write_report(load_reference(), reference, formats=fmts)
         for name, why in skipped:
             typer.echo(f"skipped {name}: {why}", err=True)
-        fig_dir = out if out is not None else Path(results) / "figures"
-        typer.echo(f"figures: {fig_dir} ({len(written)} files: "
-                   + ", ".join(sorted({p.stem for p in written})) + ")")
-        lines = (fig_dir / "verdicts.txt").read_text(encoding="utf-8").splitlines()
-        counts = {s: sum(ln.startswith(f"VERDICT [{s}]") for ln in lines)
-                  for s in ("holds", "does not hold", "not enough data")}
-        typer.echo(f"verdicts: {fig_dir / 'verdicts.txt'} ("
-                   + ", ".join(f"{s}: {n}" for s, n in counts.items()) + ")")
-        if notebooks:
-            from bayesslr.report.notebooks import write_notebooks
+        typer.echo(f"figures: {reference} ({plural(len(written), 'file')}, from the shipped "
+                   "reference results)")
+        return
+    if notebooks:
+        from bayesslr.report.notebooks import check_extra, find_notebooks
 
-            runs = write_notebooks(results, fig_dir)
-            for r in runs:
-                typer.echo(f"notebook {r.name}: {r.html} ({r.images} figures, "
-                           f"{len(r.verdicts)} verdicts, {r.seconds:.0f} s)"
-                           + (f"; a cell failed: {r.error}" if r.error else ""))
-            typer.echo(f"report: {fig_dir / 'index.html'}")
-            if any(r.error for r in runs):
-                raise typer.Exit(1)
+        check_extra()
+        find_notebooks()
+        load_results(results)  # a bad RESULTS fails here, before anything is written
+    written, skipped = write_report(results, out, formats=fmts)
+    for name, why in skipped:
+        typer.echo(f"skipped {name}: {why}", err=True)
+    fig_dir = out if out is not None else Path(results) / "figures"
+    typer.echo(f"figures: {fig_dir} ({plural(len(written), 'file')}: "
+               + ", ".join(sorted({p.stem for p in written})) + ")")
+    lines = (fig_dir / "verdicts.txt").read_text(encoding="utf-8").splitlines()
+    counts = {s: sum(ln.startswith(f"VERDICT [{s}]") for ln in lines)
+              for s in ("holds", "does not hold", "not enough data")}
+    typer.echo(f"verdicts: {fig_dir / 'verdicts.txt'} ("
+               + ", ".join(f"{s}: {n}" for s, n in counts.items()) + ")")
+    if notebooks:
+        from bayesslr.report.notebooks import write_notebooks
+
+        runs = write_notebooks(results, fig_dir)
+        for r in runs:
+            typer.echo(f"notebook {r.name}: {r.html} ({plural(r.images, 'figure')}, "
+                       f"{plural(len(r.verdicts), 'verdict')}, {r.seconds:.0f} s)"
+                       + (f"; a cell failed: {r.error}" if r.error else ""))
+        typer.echo(f"report: {fig_dir / 'index.html'}")
+        if any(r.error for r in runs):
+            raise typer.Exit(1)
+
+
+def add_sweep_verbs(app: typer.Typer) -> None:
+    """Add ``run``, ``presets`` and ``report`` to ``app``."""
+    app.command("run")(run_sweep_verb)
+    app.command("presets")(presets)
+    app.command("report")(report)

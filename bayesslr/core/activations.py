@@ -8,7 +8,8 @@ Every activation is called as ``sigma(chi, mask, theta)``:
 
 The output has the shape of ``chi`` and is exactly zero on masked positions, so padded tokens never
 contribute to ``f(X) = sigma(chi) . z``. Adding an activation is adding one :class:`Activation`
-to :data:`ACTIVATIONS`.
+to :data:`ACTIVATIONS`: every list of activations in the package (the method families', the
+replica theory's, the report's colours, orders and claims) is derived from it.
 """
 
 from __future__ import annotations
@@ -72,6 +73,13 @@ class Activation:
         Weights grow exponentially in ``chi``.
     description : str
         Formula, for tables and attrs.
+    replica : bool
+        The replica theory of ERM (:mod:`bayesslr.theory.erm`) covers it: its proximal problem
+        is solved by the theory's generic multi-start scheme. Set False where the maths does
+        not allow it; ``theory_erm`` and ERM's ``lam='replica'`` then refuse it by name.
+    population_starts : tuple of tuple of float
+        Extra starts ``(m_k, s_k, theta...)`` of the population optimiser, for an activation
+        whose own scalars have several basins (erf's offset ``c``).
     """
 
     name: str
@@ -81,6 +89,8 @@ class Activation:
     normalised: bool
     exponential: bool
     description: str
+    replica: bool = True
+    population_starts: tuple[tuple[float, ...], ...] = ()
 
     @property
     def n_params(self) -> int:
@@ -98,11 +108,17 @@ ACTIVATIONS: dict[str, Activation] = {
     for a in (
         Activation("softmax", softmax, (), (), True, True, "exp(chi_l)/sum exp(chi_l')"),
         Activation("linear", linear, (), (), False, False, "1 + chi_l"),
-        Activation("erf", erf_act, ("c",), (0.0,), False, False, "1 + erf(c + chi_l)"),
+        Activation("erf", erf_act, ("c",), (0.0,), False, False, "1 + erf(c + chi_l)",
+                   population_starts=tuple((m, 0.0, c) for m in (0.5, 2.0) for c in (-1.5, 1.5))),
         Activation("softplus", softplus_norm, (), (), True, False,
                    "softplus(chi_l)/sum softplus(chi_l')"),
     )
 }
+
+
+def replica_activations() -> tuple[str, ...]:
+    """The activations the replica theory of ERM covers (:attr:`Activation.replica`)."""
+    return tuple(n for n, a in ACTIVATIONS.items() if a.replica)
 
 
 def get_activation(name: str) -> Activation:

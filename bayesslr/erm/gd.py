@@ -51,7 +51,7 @@ from bayesslr.core.task import (
     sample_task,
     seed_key,
 )
-from bayesslr.erm.objective import objective, predict, train_loss
+from bayesslr.erm.objective import objective, predict_params, train_loss
 from bayesslr.erm.protocol import INITS, make_start
 
 OPTIMIZERS: tuple[str, ...] = ("gd", "adam")
@@ -131,7 +131,7 @@ def _trajectory_one(key: PRNGKey, lam: Array, *, task: TaskConfig, act: Activati
 
     def record(p):
         ov = overlaps(p["k"], p["v"], teacher)
-        f = predict(act, p, test.X, test.mask)
+        f = predict_params(act, p, test.X, test.mask)
         return {**ov, "train_loss": train_loss(act, p, data),
                 "objective": objective(act, p, data, lam, lam),
                 "test_error": score_given(*oracle, test.y, f).test_error, "theta": p["theta"]}

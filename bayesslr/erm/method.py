@@ -1,8 +1,8 @@
 """Registry entries of the ERM protocols: ``erm:<activation>`` and ``gd:<activation>``.
 
 * ``erm:<softmax|linear|erf|softplus>``: one cell is one L-BFGS ERM protocol
-  (:func:`bayesslr.erm.protocol.erm_fit`) over ``seeds`` consecutive seeds starting at the cell's
-  ``seed``; the outputs are means over seeds, with ``stderr`` the standard error of
+  (:func:`bayesslr.erm.protocol.run_erm_protocol`) over ``seeds`` consecutive seeds starting
+  at the cell's ``seed``; the outputs are means over seeds, with ``stderr`` the standard error of
   ``test_error`` over seeds (:meth:`bayesslr.erm.protocol.ERMResult.summary`). ``lam`` is a
   real ``>= 0``, ``"validation"`` (grid search on held-out training data) or ``"replica"``
   (the replica theory's optimal ``lam`` at the cell's task and ``alpha``, :func:`replica_lam`,
@@ -20,27 +20,31 @@ The CLI verb ``bayesslr erm``, the sweep runner and the Python API all go throug
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
 import math
 import os
-import time
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from bayesslr.core.activations import ACTIVATIONS
+from bayesslr.core.files import StoreError, exclusive_lock, write_json_atomic
 from bayesslr.core.options import Opt, schema_of
 from bayesslr.core.task import OVERLAP_NAMES, ConfigError, LengthLaw
 from bayesslr.erm.gd import GDOptions, gd_trajectory
-from bayesslr.erm.protocol import ERMOptions, erm_fit_grid, parse_lam
+from bayesslr.erm.protocol import ERMOptions, parse_erm_lam, run_erm_protocol_grid
 from bayesslr.registry import (
     Cell,
+    CliFace,
     Output,
     PlotStyle,
+    Prerequisites,
+    ReportRole,
     Resources,
     common,
     get_method,
@@ -71,7 +75,7 @@ FLOPS_PER_S = 2e9  # sustained rate assumed for one core by the GD cost model
 
 
 def _check(cell: Cell, opts: Mapping[str, Any]) -> None:
-    lam = parse_lam(cell.lam)
+    lam = parse_erm_lam(cell.lam)
     if lam == "validation" and cell.n_train() < 2:
         raise ConfigError(f"alpha*D={cell.alpha * cell.dimension():g} gives fewer than 2 "
                           "training samples; lam='validation' needs at least 2")
@@ -108,21 +112,15 @@ def _memory(cell: Cell, opts: Mapping[str, Any]) -> Resources:
 # ----------------------------------------------------------------------------------------------
 # cost model (calibrated on measured cells: benchmarks/README.md, section "Cost model")
 # ----------------------------------------------------------------------------------------------
-ERM_COST = {
-    # process CPU seconds on the 2-core development machine (benchmarks/bench_erm_paper.py,
-    # bench_erm_passes.py, bench_paper_subset.py); recalibrated for code version 4 (block
-    # scaling, whole-data evaluation) at load 2-5, 2026-12-01
+ERM_COST = {  # process CPU seconds; the measurements: benchmarks/README.md, "Cost model"
     "overhead_s": 3.0,  # compilation of a new shape, amortised over the seeds sharing it
     "draw_s_per_element": 2.0e-8,  # tokens drawn (Threefry + erfinv), per N L D element
-    "pass_s_per_element": 8.0e-10,  # one evaluation (forward + backward), G = 1 (6.4e-10 to
-    # 1.0e-9 measured at the paper's size)
+    "pass_s_per_element": 8.0e-10,  # one evaluation (forward + backward), G = 1
     "member_cost": 0.3,  # each further member of a batch adds this fraction of a pass
-    "evals_fixed": 150,  # evaluations of one fit at a fixed lam (142 at the paper's size,
-    # alpha = 5, lam = 0.1; 35-355 at sqrtND = 3000, 1018 for linear at alpha = 2, capped)
-    "evals_replica": 60,  # at the replica's optimal lam: 23-58 measured at sqrt(N D) = 1e4
-    "grid_passes_per_max_iter": 0.6,  # the validation search's passes (in single-member
-    # passes), per max_iter: its slowest member (lam = 1e-3) sets the batch's length (1.3
-    # before the block scaling halved the small penalties' evaluations)
+    "evals_fixed": 150,  # evaluations of one fit at a fixed lam
+    "evals_replica": 60,  # at the replica's optimal lam (a well-conditioned fit)
+    "grid_passes_per_max_iter": 0.6,  # the validation search's single-member passes, per
+    # max_iter: its slowest member (lam = 1e-3) sets the batch's length
 }
 
 
@@ -178,7 +176,6 @@ ERM_OUTPUTS = common("test_error", "stderr", "stderr_test", "risk", "oracle_erro
 # theory options) and kept on disk
 # ----------------------------------------------------------------------------------------------
 REPLICA_CACHE_ENV = "BAYESSLR_REPLICA_CACHE"
-REPLICA_LOCK_STALE_S = 4 * 3600.0  # a lock older than this is left by a dead process
 _REPLICA_MEMO: dict[str, dict[str, Any]] = {}
 
 
@@ -286,7 +283,7 @@ def replica_lam(cell: Cell, opts: Mapping[str, Any]) -> dict[str, Any]:
 def replica_pending(cell: Cell, opts: Mapping[str, Any]) -> tuple[str, Cell] | None:
     """``(key, theory cell)`` of the replica ``lam`` this ERM cell needs, or ``None`` when it
     needs none or the answer is already cached (the cost estimate counts each key once)."""
-    if parse_lam(cell.lam) != "replica":
+    if parse_erm_lam(cell.lam) != "replica":
         return None
     tcell = replica_cell(cell, opts)
     key = _replica_key(tcell)
@@ -294,6 +291,19 @@ def replica_pending(cell: Cell, opts: Mapping[str, Any]) -> tuple[str, Cell] | N
     if key in _REPLICA_MEMO or (root is not None and (root / f"{key}.json").exists()):
         return None
     return key, tcell
+
+
+def _replica_prerequisites(cells: Sequence[Cell]) -> dict[str, Cell]:
+    """The replica points that ``lam='replica'`` cells need and that are not cached yet."""
+    needed: dict[str, Cell] = {}
+    for c in cells:
+        pending = replica_pending(c, get_method(c.method).schema.validate(c.options))
+        if pending is not None:
+            needed.setdefault(*pending)
+    return needed
+
+
+REPLICA_PREREQUISITES = Prerequisites("replica lam", _replica_prerequisites)
 
 
 def _record(tcell: Cell, out: Mapping[str, Any]) -> dict[str, Any]:
@@ -346,16 +356,9 @@ def _remember(tcell: Cell, rec: dict[str, Any]) -> None:
     try:
         root.mkdir(parents=True, exist_ok=True)
         if not path.exists():
-            _write_json(path, rec)
-    except OSError:
+            write_json_atomic(rec, path, sort_keys=True)
+    except (OSError, StoreError):
         pass
-
-
-def _write_json(path: Path, rec: dict[str, Any]) -> None:
-    """Write ``rec`` to ``path`` atomically (a temporary file, then a rename)."""
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(rec, sort_keys=True), encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
@@ -366,39 +369,20 @@ def _read_json(path: Path) -> dict[str, Any] | None:
 
 
 def _solve_locked(tcell: Cell, path: Path, lock: Path) -> dict[str, Any] | None:
-    """Solve and store under the lock file ``lock`` (:func:`_lock_name`); ``None`` when the
-    directory cannot be written."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        return None
-    while True:
+    """Solve and store under the lock ``lock`` (:func:`_lock_name`;
+    :func:`bayesslr.core.files.exclusive_lock`: a process that solves the same point holds it,
+    the others wait and read its answer); ``None`` when the directory cannot be written."""
+    with contextlib.ExitStack() as stack:
         try:
-            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-            break
-        except FileExistsError:  # another process solves this point: wait for its answer
-            rec = _read_json(path)
-            if rec is not None:
-                return rec
-            try:
-                stale = time.time() - lock.stat().st_mtime > REPLICA_LOCK_STALE_S
-            except OSError:
-                continue
-            if stale:
-                lock.unlink(missing_ok=True)
-            else:
-                time.sleep(2.0)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            stack.enter_context(exclusive_lock(lock))
         except OSError:
             return None
-    try:
-        os.close(fd)
-        rec = _read_json(path)  # finished while we waited for the lock
+        rec = _read_json(path)  # solved while we waited for the lock
         if rec is None:
             rec = _solve_replica(tcell)
-            _write_json(path, rec)
+            write_json_atomic(rec, path, sort_keys=True)
         return rec
-    finally:
-        lock.unlink(missing_ok=True)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -412,24 +396,24 @@ def _batch_key(cell: Cell, opts: Mapping[str, Any]) -> Hashable:
 
 def _erm_batch(cells: list[Cell], opts_list: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Cells of one :func:`_batch_key`: every ``lam`` fitted in one batch per seed
-    (:func:`bayesslr.erm.protocol.erm_fit_grid`); each cell gets what it gets alone."""
+    (:func:`bayesslr.erm.protocol.run_erm_protocol_grid`); each cell gets what it gets alone."""
     cell, opts = cells[0], opts_list[0]
     task = cell.task()
     lams: list[float | str] = []
     replica: dict[int, dict[str, Any]] = {}
     for i, (c, o) in enumerate(zip(cells, opts_list, strict=True)):
-        lam = parse_lam(c.lam)
+        lam = parse_erm_lam(c.lam)
         if lam == "replica":
             replica[i] = replica_lam(c, o)
             lam = replica[i]["lam"]
         lams.append(lam)
-    results = erm_fit_grid(task, cell.activation, cell.n_train(), lams,
+    results = run_erm_protocol_grid(task, cell.activation, cell.n_train(), lams,
                            seeds=np.arange(cell.seed, cell.seed + opts["seeds"]),
                            opts=ERMOptions.from_options(opts))
     outs = []
     for i, (c, res) in enumerate(zip(cells, results, strict=True)):
         out = res.summary()
-        mode = parse_lam(c.lam)
+        mode = parse_erm_lam(c.lam)
         out.update({"D": task.D, "N": cell.n_train(),
                     "lam_mode": mode if isinstance(mode, str) else "fixed"})
         if i in replica:
@@ -449,7 +433,20 @@ def _erm_batch(cells: list[Cell], opts_list: list[Mapping[str, Any]]) -> list[di
           description="regularised ERM by L-BFGS on the data (docs/estimators.md)",
           outputs=ERM_OUTPUTS, cost=_cost, memory=_memory, check=_check,
           plot=PlotStyle(kind="marker", label="{activation} (ERM)", marker="o", filled=False),
-          version="4", batch=_erm_batch, batch_key=_batch_key)
+          version="4", batch=_erm_batch, batch_key=_batch_key,
+          prerequisites=REPLICA_PREREQUISITES, report=ReportRole(finite_sample=3, leaderboard=2),
+          cli=CliFace(
+              fields={"alpha": "5", "lam": "0.1", "activation": "softmax", "D": None,
+                      "sqrtND": None, "seed": "0"},
+              help={"lam": "Ridge penalty lam >= 0 on k and v, 'validation' (grid search on "
+                           "held-out training data) or 'replica' (the replica theory's optimal "
+                           "lam at this task and alpha, cached on disk).",
+                    "seed": "First seed; the seeds are seed, seed+1, ..."},
+              header=("variant", "L", "nu", "delta", "alpha", "activation"),
+              decode=("lam_grid", "val_risk"),
+              doc="Fit (k, v) by L-BFGS on sum 1/2 (y - f)^2 + lam/2 (|k|^2 + |v|^2) and report "
+                  "the test excess error on fresh data (mean over seeds), its standard error, "
+                  "the training loss and the overlaps"))
 def erm_cell(cell: Cell, opts: Mapping[str, Any]) -> dict[str, Any]:
     """Registered method ``erm:<activation>`` (see the module docstring; options
     :data:`SCHEMA`)."""
@@ -499,5 +496,5 @@ def gd_cell(cell: Cell, opts: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _check_fixed_lam(cell: Cell) -> None:
-    if not isinstance(parse_lam(cell.lam), float):
+    if not isinstance(parse_erm_lam(cell.lam), float):
         raise ConfigError(f"lam={cell.lam!r} is not allowed for gd; allowed: real >= 0")

@@ -30,7 +30,7 @@ from bayesslr.core.task import Data
 Params = dict[str, Array]
 
 
-def predict(act: Activation, params: Params, X: Array, mask: Array) -> Array:
+def predict_params(act: Activation, params: Params, X: Array, mask: Array) -> Array:
     """``f(X) = sigma(chi) . z`` of a parameter dict (docs/model.md §2); ``(n,)``."""
     return act_predict(act, X, mask, params["k"], params["v"], params["theta"])
 
@@ -41,7 +41,7 @@ def train_loss(act: Activation, params: Params, data: Data, weight: Array | None
     ``weight`` (``(n,)``, zeros and ones) selects the training samples when part of ``data`` is
     held out for validation; ``N`` is then ``sum(weight)``.
     """
-    r = data.y - predict(act, params, data.X, data.mask)
+    r = data.y - predict_params(act, params, data.X, data.mask)
     if weight is None:
         return 0.5 * jnp.mean(r * r)
     return 0.5 * jnp.sum(weight * r * r) / jnp.sum(weight)

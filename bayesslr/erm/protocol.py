@@ -1,6 +1,6 @@
 """ERM protocols of docs/estimators.md: starts, restarts, batched ``lam`` grids, validation, seeds.
 
-One call of :func:`erm_fit` fits ``seeds`` independent tasks (teacher and data drawn from
+One call of :func:`run_erm_protocol` fits ``seeds`` independent tasks (teacher and data drawn from
 ``jax.random.key(seed)`` exactly as :func:`bayesslr.core.task.sample_task` draws them, so every
 method fitted with the same seed sees the same teacher, training data and test data) and reports,
 per seed, the test errors on fresh data, the training loss, the seven overlaps, the iterations
@@ -50,6 +50,7 @@ import numpy as np
 
 from bayesslr.core.activations import Activation, get_activation
 from bayesslr.core.jaxconfig import Array, PRNGKey
+from bayesslr.core.lam import parse_lam as _parse_lam
 from bayesslr.core.metrics import TestErrors, oracle_terms, score_given
 from bayesslr.core.options import Validated, option
 from bayesslr.core.task import (
@@ -72,7 +73,7 @@ from bayesslr.erm.lbfgs import (
     SolverResult,
     lbfgs_solve_compact,
 )
-from bayesslr.erm.objective import Params, predict
+from bayesslr.erm.objective import Params, predict_params
 from bayesslr.erm.stream import can_stream, stream_test
 from bayesslr.erm.stream import draw_train as stream_draw_train
 
@@ -81,28 +82,15 @@ INFORMED_C_INF = 5.0  # norm factor of the informed start for max-SLR with nu = 
 DEFAULT_LAM_GRID: tuple[float, ...] = (1e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0, 3.0)
 
 
-LAM_MODES: tuple[str, ...] = ("validation", "replica")
-_LAM_ALLOWED = ("real >= 0, 'validation' (grid search on held-out training data) or 'replica' "
-                "(the replica theory's optimal lam at the cell's task and alpha)")
+LAM_MODES: tuple[str, ...] = ("validation", "replica")  # the words of lam ERM takes
 
 
-def parse_lam(value: Any) -> float | str:
-    """A ridge penalty: a real ``>= 0``, ``"validation"`` (grid search on held-out training
+def parse_erm_lam(value: Any) -> float | str:
+    """A ridge penalty of ERM (:func:`bayesslr.core.lam.parse_lam` narrowed to
+    :data:`LAM_MODES`): a real ``>= 0``, ``"validation"`` (grid search on held-out training
     data) or ``"replica"`` (the lam minimising the replica theory's test error, resolved by
-    :func:`bayesslr.erm.method.replica_lam`). ``"auto"`` is refused: it named two different
-    searches (the ERM validation search and the replica theory's optimum)."""
-    if isinstance(value, str) and value.strip().lower() in LAM_MODES:
-        return value.strip().lower()
-    if isinstance(value, str) and value.strip().lower() == "auto":
-        raise ConfigError(f"lam='auto' is ambiguous; allowed: {_LAM_ALLOWED}")
-    if value is None:
-        raise ConfigError(f"lam is not set; allowed: {_LAM_ALLOWED}")
-    if isinstance(value, str):
-        try:
-            value = float(value)
-        except ValueError:
-            raise ConfigError(f"lam={value!r} is not allowed; allowed: {_LAM_ALLOWED}") from None
-    return check_real("lam", value, low=0.0)
+    :func:`bayesslr.erm.method.replica_lam`)."""
+    return _parse_lam(value, LAM_MODES)
 
 
 @dataclass(frozen=True)
@@ -157,7 +145,7 @@ class ERMOptions(Validated):
 
 @dataclass(frozen=True)
 class ERMResult:
-    """Per-seed outcome of :func:`erm_fit` (numpy arrays of length ``seeds`` unless noted).
+    """Per-seed outcome of :func:`run_erm_protocol` (numpy arrays of length ``seeds`` unless noted).
 
     Attributes
     ----------
@@ -189,7 +177,7 @@ class ERMResult:
         The fitted ``k`` ``(seeds, D)``, ``v`` ``(seeds, D)`` and ``theta`` ``(seeds, P)``.
     runtime_s : float
         Wall time of the call, compilation included (shared evenly by the results of one
-        :func:`erm_fit_grid` call).
+        :func:`run_erm_protocol_grid` call).
     time_data_s, time_fit_s, time_score_s : float
         Its parts: drawing the training data and starts, fitting (the ``lam`` selection
         included), drawing the test data and scoring.
@@ -326,7 +314,7 @@ def _score(params: Params, key: PRNGKey, *, task: TaskConfig, n_test: int, act: 
     G = params["k"].shape[0]
 
     def predict_all(X, mask):
-        return jax.vmap(lambda p: predict(act, p, X, mask))(params).T  # (n, G)
+        return jax.vmap(lambda p: predict_params(act, p, X, mask))(params).T  # (n, G)
 
     if stream:
         teacher, P, z_s, y, f = stream_test(key, task, n_test, predict_all, G)
@@ -359,7 +347,7 @@ def _keep_best(res: SolverResult, data: Data, weight: Array, *, act: Activation,
     res = jax.tree_util.tree_map(
         lambda a: jnp.take_along_axis(a, best.reshape((G, 1) + (1,) * (a.ndim - 2)), axis=1)[:, 0],
         res)
-    f = jax.vmap(lambda p: predict(act, p, data.X, data.mask))(res.params)  # (G, N)
+    f = jax.vmap(lambda p: predict_params(act, p, data.X, data.mask))(res.params)  # (G, N)
     r2 = (data.y[None, :] - f) ** 2
     train = 0.5 * jnp.sum(weight * r2, -1) / jnp.sum(weight)
     held = 1.0 - weight
@@ -392,7 +380,7 @@ def fit_seeds(task: TaskConfig, activation: str, n_train: int, seeds: Any, lam_k
     Returns the raw batched results: a :class:`~bayesslr.erm.lbfgs.SolverResult` with leading
     axes ``(seed, lam)``, the training loss ``(seed, lam)`` and the validation risk
     ``mean (y - f)^2`` ``(seed, lam)`` on the held-out samples ``n_fit..n_train`` (NaN when none
-    are held out). This is the building block of :func:`erm_fit` and of the ``lam``-grid
+    are held out). This is the building block of :func:`run_erm_protocol` and of the ``lam``-grid
     benchmark. ``timings``, when given, receives the seconds spent drawing the data
     (``data_s``) and fitting (``fit_s``, compilation included); ``passes`` the shared
     evaluations run per batch size (summed over seeds).
@@ -470,7 +458,7 @@ def _stack(xs: list[Any]) -> Any:
     return jax.tree_util.tree_map(lambda *a: np.stack(a), *xs)
 
 
-def erm_fit(task: TaskConfig, activation: str, n_train: int, lam: float | str, *,
+def run_erm_protocol(task: TaskConfig, activation: str, n_train: int, lam: float | str, *,
             seeds: Any = (0,), opts: ERMOptions | None = None) -> ERMResult:
     """Regularised ERM by L-BFGS (docs/estimators.md) for several seeds; see the module docstring.
 
@@ -495,17 +483,17 @@ def erm_fit(task: TaskConfig, activation: str, n_train: int, lam: float | str, *
     -------
     ERMResult
     """
-    res = erm_fit_grid(task, activation, n_train, [lam], seeds=seeds, opts=opts)
+    res = run_erm_protocol_grid(task, activation, n_train, [lam], seeds=seeds, opts=opts)
     return res[0]
 
 
-def erm_fit_grid(task: TaskConfig, activation: str, n_train: int, lams: Any, *,
+def run_erm_protocol_grid(task: TaskConfig, activation: str, n_train: int, lams: Any, *,
                  seeds: Any = (0,), opts: ERMOptions | None = None) -> list[ERMResult]:
-    """:func:`erm_fit` for several penalties on the same data, fitted as one batch per seed.
+    """:func:`run_erm_protocol` for several penalties on the same data, one batch per seed.
 
     ``lams`` holds reals ``>= 0`` and at most one ``"validation"``; the fixed values (and the
     validation choice's refit) are fitted together, so each pass over a seed's data serves all
-    of them, and each returned :class:`ERMResult` is what :func:`erm_fit` gives for that
+    of them, and each returned :class:`ERMResult` is what :func:`run_erm_protocol` gives for that
     ``lam`` alone (the members of a batch never influence each other; only the rounding of the
     shared matrix products can differ). The validation search (:func:`select_lam`) runs first,
     on its own held-out split. Runtimes are shared evenly by the results.
@@ -514,7 +502,7 @@ def erm_fit_grid(task: TaskConfig, activation: str, n_train: int, lams: Any, *,
     opts = opts or ERMOptions()
     act = get_activation(activation)
     seeds = np.atleast_1d(np.asarray(seeds, dtype=np.int64))
-    lams = [parse_lam(x) for x in lams]
+    lams = [parse_erm_lam(x) for x in lams]
     if "replica" in lams:
         raise ConfigError("lam='replica' is resolved by the registry entry erm:<activation> "
                           "(bayesslr.erm.method.replica_lam); allowed here: real >= 0 or "
@@ -636,7 +624,7 @@ class ERMFit(NamedTuple):
         mask = jnp.ones(X.shape[:2], bool) if mask is None else jnp.asarray(mask, bool)
         act = get_activation(self.activation)
         p = jax.tree_util.tree_map(jnp.asarray, self.params)
-        return np.asarray(jax.vmap(lambda q: predict(act, q, X, mask))(p))
+        return np.asarray(jax.vmap(lambda q: predict_params(act, q, X, mask))(p))
 
 
 def fit_erm(data: Data, activation: str, lam: Any, *, key: PRNGKey | None = None,

@@ -82,7 +82,7 @@ def normal_rows(key: PRNGKey, shape: tuple[int, ...], start: Array, rows: int) -
     return jax.lax.mul(np.array(np.sqrt(2), dtype), jax.lax.erf_inv(u))
 
 
-def chunk_rows(n: int, task: TaskConfig, chunk_bytes: float = CHUNK_BYTES) -> int:
+def stream_chunk_rows(n: int, task: TaskConfig, chunk_bytes: float = CHUNK_BYTES) -> int:
     """Samples per chunk (about ``chunk_bytes`` of tokens, at least one, at most ``n``)."""
     return int(min(n, max(1, chunk_bytes // (4 * task.L_max * task.D))))
 
@@ -147,7 +147,7 @@ def draw_train(key: PRNGKey, task: TaskConfig, n: int, chunk: int | None = None
     kt, ktr, _ = jax.random.split(key, 3)
     teacher = sample_teacher(kt, task)
     plan = _Plan(ktr, task, teacher, n)
-    B = chunk_rows(n, task) if chunk is None else int(min(max(chunk, 1), n))
+    B = stream_chunk_rows(n, task) if chunk is None else int(min(max(chunk, 1), n))
     L_max, D = task.L_max, task.D
 
     def body(start, fresh, carry):
@@ -176,7 +176,7 @@ def stream_test(key: PRNGKey, task: TaskConfig, n: int,
     kt, _, kte = jax.random.split(key, 3)
     teacher = sample_teacher(kt, task)
     plan = _Plan(kte, task, teacher, n)
-    B = chunk_rows(n, task) if chunk is None else int(min(max(chunk, 1), n))
+    B = stream_chunk_rows(n, task) if chunk is None else int(min(max(chunk, 1), n))
     L_max = task.L_max
 
     def body(start, fresh, carry):

@@ -12,7 +12,7 @@ Every algorithm of :mod:`bayesslr.inference` is scored here, the same way:
 * the test error is Rao-Blackwellised over the hidden location and paired with the oracle (the
   teacher-known Bayes predictor) on the same test set
   (:func:`bayesslr.core.metrics.test_errors`, the suite's one error measurement);
-* against the Bayes-optimal reference (:mod:`bayesslr.inference.reference`) the excess is paired
+* against the Bayes-optimal reference (:mod:`bayesslr.inference.ground_truth`) the excess is paired
   too when the reference's predictions on the same test set are stored (same seed, same
   ``n_test``): ``excess_over_reference = mean_x [e_alg(x) - e_ref(x)]`` with
   ``e(x) = sum_l P_l(x) (z*_l(x) - y_hat(x))^2`` the per-input excess error, and its standard
@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bayesslr.bayes.model import ModelSpec
-from bayesslr.bayes.predict import overlaps, posterior_predict
+from bayesslr.bayes.predict import posterior_overlaps, posterior_predict
 from bayesslr.core.jaxconfig import Array
 from bayesslr.core.metrics import oracle_terms, test_errors
 from bayesslr.core.task import Data, TaskConfig, Teacher, sample_task, seed_key
@@ -88,7 +88,7 @@ def score(task: TaskConfig, teacher: Teacher, test: Data, y_hat: np.ndarray,
     Parameters
     ----------
     reference : dict, optional
-        From :func:`bayesslr.inference.reference.lookup`: ``test_error``, ``stderr``,
+        From :func:`bayesslr.inference.ground_truth.lookup`: ``test_error``, ``stderr``,
         ``source`` and, when stored for this very test set, ``y_hat`` (the reference
         predictions, paired comparison).
 
@@ -141,5 +141,5 @@ def score_draws(task: TaskConfig, spec: ModelSpec, data: TaskData, k_draws: np.n
     y_exact, y_plain = predict_draws(spec, k_draws, v_draws, data.test, chunk=chunk)
     out = score(task, data.teacher, data.test, y_exact, reference)
     out["test_error_plain"] = test_errors(task, data.teacher, data.test, y_plain).test_error
-    out.update(overlaps(data.teacher, np.mean(k_draws, axis=0), np.mean(v_draws, axis=0)))
+    out.update(posterior_overlaps(data.teacher, np.mean(k_draws, axis=0), np.mean(v_draws, axis=0)))
     return out, y_exact

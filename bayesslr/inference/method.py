@@ -11,7 +11,7 @@ Starts: ``teacher``, ``random``, ``anneal`` (samplers), ``teacher``, ``random`` 
 All share one model definition (:mod:`bayesslr.bayes.model`), one data contract
 (``sample_task`` on ``seed_key(seed)``, algorithm randomness from
 ``algorithm_key(key, "sampler")``), one error measurement (:mod:`bayesslr.inference.evaluate`)
-and one ground truth (:mod:`bayesslr.inference.reference`).
+and one ground truth (:mod:`bayesslr.inference.ground_truth`).
 
 Every cell is given ``budget`` gradient evaluations of the full-data log density (all chains,
 particles or ELBO particles together) and reports what it used (``grad_evals``), the
@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -42,17 +43,18 @@ from bayesslr.bayes.model import model_spec
 from bayesslr.bayes.sampler import init_params
 from bayesslr.core.options import Opt, Schema
 from bayesslr.core.task import ConfigError, algorithm_key
-from bayesslr.inference import reference as ref
+from bayesslr.core.thresholds import CONVERGENCE
+from bayesslr.inference import ground_truth as ref
 from bayesslr.inference.evaluate import score_draws, task_data
 from bayesslr.inference.mcmc import MCMC_ALGORITHMS, MCMCSettings, run_mcmc
 from bayesslr.inference.vi import VI_ALGORITHMS, run_vi
-from bayesslr.registry import Cell, PlotStyle, Resources, common, outputs, register
+from bayesslr.registry import Cell, PlotStyle, ReportRole, Resources, common, outputs, register
 
 SMC_ALGORITHMS: tuple[str, ...] = ("smc",)
 ALGORITHMS: tuple[str, ...] = MCMC_ALGORITHMS + VI_ALGORITHMS + SMC_ALGORITHMS
 BUDGET_TIERS: tuple[str, ...] = ("1e3", "3e3", "1e4", "3e4", "1e5", "3e5", "1e6", "3e6")
-RHAT_MAX = 1.05
-ESS_MIN = 100.0
+RHAT_MAX = CONVERGENCE["inference"].r_hat_max  # bayesslr.core.thresholds: why looser
+ESS_MIN = CONVERGENCE["inference"].ess_min
 SMC_ACCEPT_MIN = 0.2
 
 _COMMON_OPTS = ("n_test", "reference", "chunk_predict")
@@ -216,7 +218,7 @@ def _cost(cell: Cell, opts: dict[str, Any]) -> float:
                 "against the Bayes-optimal reference (docs/theory.md, docs/model.md §6)",
     outputs=OUTPUTS, cost=_cost, memory=_memory, check=_check,
     plot=PlotStyle(kind="marker", label="{activation}", marker="o"), version="1",
-    dims=("variant", "L", "nu", "delta", "alpha", "D"))
+    dims=("variant", "L", "nu", "delta", "alpha", "D"), report=ReportRole(leaderboard=1))
 def inference_cell(cell: Cell, opts: dict[str, Any]) -> dict[str, Any]:
     """One budgeted run of ``cell.activation`` on the task of ``cell`` (module docstring).
 
@@ -235,12 +237,7 @@ def inference_cell(cell: Cell, opts: dict[str, Any]) -> dict[str, Any]:
     kalg = algorithm_key(data.key, "sampler")
     out: dict[str, Any] = {"algorithm": alg, "budget": budget, "init": start, "N": N,
                            "n_test": opts["n_test"], **spec.to_dict()}
-    if alg in MCMC_ALGORITHMS:
-        K, V, diag = _run_mcmc(kalg, alg, spec, data, opts, budget)
-    elif alg in VI_ALGORITHMS:
-        K, V, diag = _run_vi(kalg, alg, spec, data, opts, budget)
-    else:
-        K, V, diag = _run_smc(kalg, spec, data, opts, budget)
+    K, V, diag = RUNNERS[alg](kalg, alg, spec, data, opts, budget)
     out.update(diag)
     reference = None
     if opts["reference"] != "none":
@@ -339,7 +336,7 @@ def _run_vi(key, alg: str, spec, data, opts: dict[str, Any], budget: int
     return r.k, r.v, diag
 
 
-def _run_smc(key, spec, data, opts: dict[str, Any], budget: int
+def _run_smc(key, alg: str, spec, data, opts: dict[str, Any], budget: int
              ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
     from bayesslr.inference.smc import run_smc
 
@@ -364,3 +361,10 @@ def _run_smc(key, spec, data, opts: dict[str, Any], budget: int
             "acceptance_min": r.acceptance_min, "log_evidence": r.log_evidence,
             "step_size": r.step_size, "schedule": sched, "converged": conv, "reason": reason}
     return r.k, r.v, diag
+
+
+# one contract per algorithm: runner(key, alg, spec, data, opts, budget) -> (k draws, v draws,
+# diagnostics); inference_cell looks the algorithm up here
+RUNNERS: dict[str, Callable[..., tuple[np.ndarray, np.ndarray, dict[str, Any]]]] = {
+    **dict.fromkeys(MCMC_ALGORITHMS, _run_mcmc), **dict.fromkeys(VI_ALGORITHMS, _run_vi),
+    **dict.fromkeys(SMC_ALGORITHMS, _run_smc)}

@@ -55,7 +55,7 @@ from bayesslr.core.task import (
     location_posterior,
 )
 from bayesslr.population.teacher_channel import ChannelSamples, sample_channel
-from bayesslr.registry import Cell, PlotStyle, Resources, common, outputs, register
+from bayesslr.registry import Cell, CliFace, PlotStyle, Resources, common, outputs, register
 
 METHODS = ("mc", "gauss-hermite")
 DEFAULT_SAMPLES = 200_000
@@ -353,8 +353,7 @@ def _starts(task: TaskConfig, act: Activation) -> list[np.ndarray]:
     ms = sorted({0.0, 0.25, 1.0, min(max(c, 0.5), 20.0), 3.0})
     base = list(act.param_init)
     starts = [np.array([m, 0.0, *base]) for m in ms]
-    if act.name == "erf":
-        starts += [np.array([m, 0.0, cc]) for m in (0.5, 2.0) for cc in (-1.5, 1.5)]
+    starts += [np.array(s) for s in act.population_starts]
     return starts
 
 
@@ -503,7 +502,13 @@ def _cost(cell: Cell, opts: Mapping[str, Any]) -> float:
               ("mc_method", "expectation method", "")),
           cost=_cost, memory=_memory, check=_check_cell,
           plot=PlotStyle(kind="marker", label="{activation}", marker="o"),
-          version="2", dims=("variant", "L", "nu", "delta"))
+          version="2", dims=("variant", "L", "nu", "delta"),
+          cli=CliFace(fields={"activation": "softmax", "seed": "0"},
+                      help={"seed": "Seed of the common random numbers."},
+                      flags={"mc_method": "--method"}, rename={"test_error": "excess_risk"},
+                      doc="Best population excess risk (docs/model.md): Bayes, or an "
+                          "activation optimised over (m_k, q_k, its own scalars) with the v side "
+                          "in closed form"))
 def population_cell(cell: Cell, opts: Mapping[str, Any]) -> dict[str, Any]:
     """Registered method ``population:<activation>`` (options: :data:`SCHEMA`).
 

@@ -26,6 +26,22 @@ __all__ = ["CLAIMS", "FIGURES", "THEMES", "NothingToPlot", "Verdict", "all_verdi
            "load_reference", "load_results", "write_report"]
 
 
+def _roles(tree: xr.DataTree) -> dict:
+    from bayesslr.registry import families
+
+    return {f: s.report for f, s in families().items() if f in tree.children}
+
+
+def family_figures(tree: xr.DataTree) -> dict:
+    """The figures the families in ``tree`` contribute (their registry ``ReportRole``)."""
+    return {n: fn for role in _roles(tree).values() for n, fn in role.figures.items()}
+
+
+def family_verdicts(tree: xr.DataTree) -> dict[str, list[Verdict]]:
+    """The verdicts of the families in ``tree`` that declare claims, headed by family."""
+    return {f: role.claims(tree) for f, role in _roles(tree).items() if role.claims}
+
+
 def default_out(results: str | Path) -> Path:
     """Where the report of ``results`` goes: ``RESULTS/figures`` (beside a results file)."""
     p = Path(results)
@@ -47,7 +63,7 @@ def write_report(results: str | Path | xr.DataTree, out: str | Path | None = Non
     out_dir.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     skipped: list[tuple[str, str]] = []
-    for name, fn in FIGURES.items():
+    for name, fn in {**FIGURES, **family_figures(tree)}.items():
         try:
             fig = fn(tree)
         except NothingToPlot as why:
@@ -58,7 +74,7 @@ def write_report(results: str | Path | xr.DataTree, out: str | Path | None = Non
             fig.savefig(path, dpi=dpi)
             written.append(path)
     lines = []
-    for theme, vs in all_verdicts(tree).items():
+    for theme, vs in {**all_verdicts(tree), **family_verdicts(tree)}.items():
         lines.append(f"# {theme}")
         lines += [v.line() for v in vs]
     path = out_dir / "verdicts.txt"

@@ -36,6 +36,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from bayesslr.core.activations import ACTIVATIONS
+from bayesslr.core.thresholds import CONVERGENCE
 from bayesslr.report.figures import (
     Results,
     cross_zscore,
@@ -43,7 +45,7 @@ from bayesslr.report.figures import (
     groups,
     methods_of,
     select,
-    state_evolution,
+    state_evolution_lines,
     trajectory_runs,
 )
 from bayesslr.report.tables import finite_sample_table, population_table, sampler_table
@@ -57,9 +59,9 @@ TUNED_LAMS = frozenset({"validation", "replica", "optimal", "auto"})
 # cross overlaps: largest z-score along a trajectory allowed for "stays at the noise level"
 # (P(|N(0,1)| > 4) = 6e-5 per value; 3 overlaps x ~100 correlated records: < 2% false alarms)
 CROSS_Z = 4.0
-# the sampler's convergence thresholds (bayesslr.bayes.method.verdict)
-RHAT_MAX = 1.01
-ESS_PER_CHAIN_MIN = 100.0
+# the sampler's convergence thresholds (bayesslr.core.thresholds, as bayes.method.verdict)
+RHAT_MAX = CONVERGENCE["bayes_sampling"].r_hat_max
+ESS_PER_CHAIN_MIN = CONVERGENCE["bayes_sampling"].ess_min
 
 
 @dataclass(frozen=True)
@@ -228,7 +230,7 @@ def population_claims(results: Results) -> list[Verdict]:
     out = []
     key = ["variant", "L", "nu"]
     by = {m: t[t.method == f"population:{m}"].set_index(key)
-          for m in ("bayes", "softmax", "linear", "erf", "softplus")}
+          for m in ("bayes", *ACTIVATIONS)}
 
     # softmax = Bayes; an at-bound value (optimum at |k| -> inf) only bounds the infimum from
     # above, so those settings get their own line; L = 1 is trivial (every activation exact)
@@ -398,7 +400,7 @@ def finite_sample_claims(results: Results) -> list[Verdict]:
     # ERM -> replica as D grows, at the replica's lam
     full = finite_sample_table(results, all_lams=True)
     pts = []
-    for act in ("softmax", "linear", "erf", "softplus"):
+    for act in ACTIVATIONS:
         th = full[full.method == f"theory_erm:{act}"]
         erm = full[full.method == f"erm:{act}"]
         for _, r in th.iterrows():
@@ -671,7 +673,7 @@ def sampler_claims(results: Results) -> list[Verdict]:
     for key, st in trapped.items():
         variant, L, nu, delta, alpha, D = key
         sel = {"variant": variant, "L": L, "nu": nu, "delta": delta}
-        se = state_evolution(select(tb, sel)) if "theory_bayes" in methods_of(
+        se = state_evolution_lines(select(tb, sel)) if "theory_bayes" in methods_of(
             tb, "theory_bayes") and select(tb, sel) is not None else None
         where = f"{variant} L={L} \u03bd={_nu(nu)} \u03b1={alpha:g} D={D}"
         if se is None or not np.any(np.isclose(se["alpha"], alpha)):

@@ -29,9 +29,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import LogLocator, MaxNLocator, NullFormatter, ScalarFormatter
 
-from bayesslr.registry import PlotStyle, get_method
+from bayesslr.registry import PlotStyle, get_method, report_order
 from bayesslr.results.query import (  # noqa: F401  (re-exported for report modules)
-    FINITE_SAMPLE,
     SETTING_DIMS,
     SIZE_DIMS,
     START_STYLE,
@@ -58,7 +57,7 @@ from bayesslr.results.query import (  # noqa: F401  (re-exported for report modu
     select,
     settings,
     sizes_of,
-    state_evolution,
+    state_evolution_lines,
     stats_of,
     trajectory_groups,
     trajectory_runs,
@@ -328,7 +327,8 @@ def finite_sample_groups(results: Results) -> dict[str, xr.Dataset]:
     """The groups drawn against ``alpha``: families with an ``alpha`` dimension and a test
     error whose plot style is a line or markers (trajectory families are drawn elsewhere)."""
     g = groups(results)
-    order = [f for f in FINITE_SAMPLE if f in g] + [f for f in g if f not in FINITE_SAMPLE]
+    first = report_order("finite_sample")  # each family's ReportRole, from the registry
+    order = [f for f in first if f in g] + [f for f in g if f not in first]
     out = {}
     for fam in order:
         ds = g[fam]
@@ -436,7 +436,7 @@ def error_vs_alpha(results: Results) -> Figure:
         for fam, sub in subs.items():
             for m in methods_of(sub, fam):
                 if fam == "theory_bayes":
-                    se = state_evolution(sub)
+                    se = state_evolution_lines(sub)
                     if se is not None:
                         _draw_state_evolution(ax, se)
                 elif style(m).kind == "line":
@@ -681,7 +681,7 @@ def sampler_starts(results: Results) -> Figure:
     axes = fig.subplots(2, len(cols), squeeze=False, height_ratios=(2.0, 1.0))
     for j, (sel, sub, starts) in enumerate(cols):
         ax, ax2 = axes[0, j], axes[1, j]
-        se = state_evolution(select(tb, sel)) if tb is not None and select(tb, sel) is not \
+        se = state_evolution_lines(select(tb, sel)) if tb is not None and select(tb, sel) is not \
             None else None
         if se is not None:
             _draw_state_evolution(ax, se)

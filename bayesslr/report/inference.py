@@ -1,7 +1,8 @@
 """Figures and tables of the inference benchmark (issue 13; docs/theory.md, docs/model.md §6).
 
 Everything starts from a *tidy table* (:func:`tidy`): one row per cell of the ``inference``
-family (and of the other families set on the same leaderboard, :data:`LEADERBOARD_FAMILIES`),
+family (and of the other families set on the same leaderboard: :func:`leaderboard_families`,
+from each family's registry ``ReportRole``),
 with the method name split into ``algorithm``, ``start`` and ``budget``. Then:
 
 * :func:`error_vs_cost`: excess test error over the Bayes-optimal reference against the
@@ -38,18 +39,36 @@ from matplotlib.ticker import NullFormatter
 
 from bayesslr.report.figures import NothingToPlot
 
-# families set on the leaderboard beside ``inference``: adding GAMP is adding "amp" here (and
-# to the preset's methods)
-LEADERBOARD_FAMILIES: tuple[str, ...] = ("inference", "erm", "amp")
 SETTING = ("variant", "L", "nu", "delta", "alpha", "D")
 ALGO_COLORS = {"nuts": "C0", "hmc": "C1", "gibbs": "C2", "dgibbs": "C9", "advi": "C3",
                "lowrank": "C4", "map": "C5", "smc": "C6", "erm": "C7", "amp": "C8"}
+
+
+def algo_color(alg: str) -> str:
+    """The colour of an algorithm or family (``erm:softmax`` takes ``erm``'s); black when it
+    has none (a colour never decides whether a row is drawn)."""
+    return ALGO_COLORS.get(alg, ALGO_COLORS.get(alg.split(":")[0], "k"))
+
+
 START_STYLES = {"teacher": ":", "random": "-", "anneal": "--", "prior": "-", "": "-."}
 START_MARKERS = {"teacher": "s", "random": "o", "anneal": "^", "prior": "D"}
 COLUMNS = ("test_error", "stderr", "excess_over_reference", "excess_over_reference_stderr",
            "excess_over_oracle", "excess_over_oracle_stderr", "reference_error",
            "reference_source", "grad_evals", "compile_s", "run_s", "converged", "reason",
            "reaches_reference", "lam", "iterations", "seconds_per_iteration")
+
+
+def leaderboard_families() -> tuple[str, ...]:
+    """The families on the leaderboard, in order (each entry's ``ReportRole.leaderboard``)."""
+    from bayesslr.registry import report_order
+
+    return report_order("leaderboard")
+
+
+def __getattr__(name: str) -> tuple[str, ...]:
+    if name == "LEADERBOARD_FAMILIES":  # the old constant's name, now from the registry
+        return leaderboard_families()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def split_method(method: str) -> tuple[str, str, float]:
@@ -113,7 +132,7 @@ def _rows_from_dataset(path: Path) -> Iterable[dict[str, Any]]:
     f = path / "dataset.nc" if path.is_dir() else path
     if not f.exists():
         raise NothingToPlot(f"{path} holds no dataset.nc")
-    for family in LEADERBOARD_FAMILIES:
+    for family in leaderboard_families():
         try:
             ds = xr.open_dataset(f, group=family, engine="h5netcdf").load()
         except (OSError, KeyError, ValueError):
@@ -133,7 +152,7 @@ def _rows_from_dataset(path: Path) -> Iterable[dict[str, Any]]:
 def _with_reference(df: pd.DataFrame) -> pd.DataFrame:
     """Fill ``excess_over_reference`` of families that do not compute it (unpaired)."""
     from bayesslr.core.task import make_task
-    from bayesslr.inference import reference as ref
+    from bayesslr.inference import ground_truth as ref
 
     df = df.copy()
     need = df["excess_over_reference"].isna() if "excess_over_reference" in df else (
@@ -223,7 +242,7 @@ def _title(t: tuple) -> str:
 def error_vs_cost(df: pd.DataFrame) -> Figure:
     """Excess test error over the reference against gradient evaluations used."""
     s = summarize(df)
-    s = s[s["algorithm"].isin(list(ALGO_COLORS)) & np.isfinite(s["excess_over_reference"])]
+    s = s[np.isfinite(s["excess_over_reference"])]  # membership: leaderboard_families()
     inf = s[s["start"] != ""]
     if inf.empty:
         raise NothingToPlot("no inference:* results with a reference")
@@ -246,10 +265,10 @@ def error_vs_cost(df: pd.DataFrame) -> Figure:
                 label = alg
                 if alg == "amp" and np.isfinite(g["iterations"]).any():
                     label = f"GAMP ({g['iterations'].mean():.0f} iterations, no gradients)"
-                ax.axhline(y.mean(), color=ALGO_COLORS.get(alg.split(":")[0], "k"), lw=1,
+                ax.axhline(y.mean(), color=algo_color(alg), lw=1,
                            ls="-.", label=label)
                 continue
-            ax.errorbar(x, y, yerr=np.nan_to_num(e), color=ALGO_COLORS.get(alg, "k"),
+            ax.errorbar(x, y, yerr=np.nan_to_num(e), color=algo_color(alg),
                         ls=START_STYLES.get(start, "-"), marker=START_MARKERS.get(start, "o"),
                         ms=4, capsize=2,
                         label=f"{alg} ({start})")
@@ -364,9 +383,9 @@ def records_from_dir(path: str | Path) -> list[dict[str, Any]]:
 
 def reference_table() -> pd.DataFrame:
     """The stored Bayes-optimal reference tasks (one row each) and their checks."""
-    from bayesslr.inference.reference import load_reference
+    from bayesslr.inference.ground_truth import load_inference_reference
 
-    ds = load_reference()
+    ds = load_inference_reference()
     if ds is None:
         raise NothingToPlot("the reference dataset is not installed")
     cols = ["variant", "L", "nu", "delta", "D", "alpha", "seed", "test_error", "stderr",

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from bayesslr.core.activations import ACTIVATIONS
 from bayesslr.report.figures import (
     SETTING_DIMS,
     Results,
@@ -82,7 +83,7 @@ def population_pivot(results: Results) -> pd.DataFrame:
                  nu=t.nu.map(lambda x: "inf" if math.isinf(x) else f"{x:g}"),
                  method=t.method.str.partition(":")[2])
     out = t.pivot(index=["variant", "L", "nu"], columns="method", values="value")
-    order = [m for m in ("bayes", "softmax", "linear", "erf", "softplus") if m in out.columns]
+    order = [m for m in ("bayes", *ACTIVATIONS) if m in out.columns]
     out = out[order + [c for c in out.columns if c not in order]].fillna("").reset_index()
     out.columns.name = None
 

@@ -179,8 +179,15 @@ def _finite(a: xr.DataArray) -> bool:
     return bool(np.isfinite(np.asarray(a.values, dtype=float)).any())
 
 
-# drawing order of the finite-sample families (others with an alpha dimension follow)
-FINITE_SAMPLE = ("theory_bayes", "theory_erm", "erm", "bayes_sampling", "amp")
+def __getattr__(name: str) -> tuple[str, ...]:
+    # FINITE_SAMPLE: drawing order of the finite-sample families (others with an alpha
+    # dimension follow), from each family's registry entry (ReportRole.finite_sample); looked
+    # up lazily, so that importing the results layer imports no family
+    if name == "FINITE_SAMPLE":
+        from bayesslr.registry import report_order
+
+        return report_order("finite_sample")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def is_trajectory(ds: xr.Dataset) -> bool:
@@ -226,7 +233,7 @@ def hard_windows(alpha: np.ndarray, hard: np.ndarray) -> list[tuple[float, float
     return out
 
 
-def state_evolution(ds: xr.Dataset) -> dict[str, np.ndarray] | None:
+def state_evolution_lines(ds: xr.Dataset) -> dict[str, np.ndarray] | None:
     """The Bayes-optimal state evolution of one setting (``theory_bayes`` group at a
     setting): ``alpha``, ``best``/``se``, the ``informed`` and ``uninformed`` branches, the
     flags ``differ`` and ``hard``; None when absent."""

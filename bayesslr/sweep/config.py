@@ -26,7 +26,7 @@ TOML layout (every grid key takes one value or a list; ``[defaults]`` fill what 
     [[grid]]
     methods = ["erm:softmax", "theory_erm:softmax"]
     alpha = [1, 2, 5]      # N / D, > 0
-    lam = [0.1]            # ridge penalty >= 0, or "auto"
+    lam = [0.1]            # ridge penalty >= 0, "validation", "replica" or "optimal"
     sqrtND = 1000          # or D = 100 (integer >= 1), not both in one block
     options = { erm = { init = "informed" } }   # block options override the top-level ones
 
@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from bayesslr import registry
+from bayesslr.core.lam import parse_lam
 from bayesslr.core.options import Opt
 from bayesslr.core.task import VARIANTS, ConfigError, LengthLaw, check_int, check_real
 from bayesslr.registry import Cell, MethodSpec, get_method
@@ -113,8 +114,8 @@ def _alpha(where: str, v: Any) -> float:
 
 
 def _lam(where: str, v: Any) -> float | str:
-    if isinstance(v, str) and v.strip():
-        return v.strip().lower()  # a named choice ('validation', 'optimal'): the family checks
+    if isinstance(v, str):
+        return parse_lam(v)  # one of LAM_MODES (the family checks which it takes) or a real
     return check_real(where, v, low=0.0)
 
 
@@ -303,7 +304,7 @@ def parse_config(raw: Mapping[str, Any], *, name: str = "sweep") -> SweepConfig:
     for m in dict.fromkeys(c.method for c in cells.values()):
         resolve_method(m)
     for cell in cells.values():
-        validate_cell(cell)
+        check_sweep_cell(cell)
     return SweepConfig(sweep_name, description, tuple(blocks), options, tuple(cells.values()))
 
 
@@ -405,12 +406,12 @@ def canonical_options(method: str, opts: Mapping[str, Any]) -> dict[str, Any]:
     the same cell), defaults not filled in: a cell's key names what the user chose."""
     schema = resolve_method(method).schema
     unknown = sorted(set(opts) - set(schema.names))
-    if unknown:  # validate_cell words the error; keep the raw values until then
+    if unknown:  # check_sweep_cell words the error; keep the raw values until then
         return dict(opts)
     return {k: schema[k].parse(v) for k, v in opts.items()}
 
 
-def validate_cell(cell: Cell) -> None:
+def check_sweep_cell(cell: Cell) -> None:
     """Check a cell before any work (:func:`bayesslr.registry.validate_cell`: method, needed
     fields, task, options, the family's own checks, memory), naming the method on failure."""
     resolve_method(cell.method)
@@ -466,7 +467,7 @@ def format_value(value: Any) -> str:
     return str(value)
 
 
-def summarize(cfg: SweepConfig) -> dict[str, Any]:
+def describe_sweep(cfg: SweepConfig) -> dict[str, Any]:
     """Cell counts by method and the values of each swept field (for ``--dry-run``)."""
     by_method: dict[str, int] = {}
     for c in cfg.cells:

@@ -36,22 +36,24 @@ def model_seconds(cell: Cell) -> float:
 def prerequisites(cells: Sequence[Cell]) -> dict[str, float]:
     """Core-seconds of the work several cells share, counted once per sweep, by what it is.
 
-    ``"erm (replica lam)"``: the replica theory's ``lam = 'optimal'`` search of each distinct
-    ``(task, alpha, activation, theory options)`` that ERM cells with ``lam = 'replica'`` need
-    and that is not yet in the on-disk cache (:func:`bayesslr.erm.method.replica_lam`).
+    Each family declares what its cells read from other families
+    (:attr:`bayesslr.registry.MethodSpec.prerequisites`, e.g. ERM's ``lam = 'replica'``: the
+    replica theory's optimal ``lam`` at the cell's task and ``alpha``); the work not yet cached
+    is costed by the other family's own model, once per distinct key, under the label
+    ``"<family> (<what>)"``.
     """
-    needed: dict[str, Cell] = {}
+    by_family: dict[str, list[Cell]] = {}
     for c in cells:
-        if c.family == "erm" and isinstance(c.lam, str) and c.lam.strip().lower() == "replica":
-            from bayesslr.erm.method import replica_pending
-
-            spec = get_method(c.method)
-            pending = replica_pending(c, spec.schema.validate(c.options))
-            if pending is not None:
-                needed.setdefault(*pending)
-    if not needed:
-        return {}
-    return {"erm (replica lam)": sum(model_seconds(t) for t in needed.values())}
+        by_family.setdefault(c.family, []).append(c)
+    out: dict[str, float] = {}
+    for family, group in by_family.items():
+        need = get_method(group[0].method).prerequisites
+        if need is None:
+            continue
+        pending = need.pending(group)
+        if pending:
+            out[f"{family} ({need.what})"] = sum(model_seconds(t) for t in pending.values())
+    return out
 
 
 def estimate(cells: Sequence[Cell], measured: Sequence[CellRecord] = ()) -> dict[str, float]:

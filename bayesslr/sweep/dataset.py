@@ -46,16 +46,15 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import xarray as xr
 
 import bayesslr
+from bayesslr.core.provenance import git_revision
 from bayesslr.registry import MethodSpec, get_method
 from bayesslr.sweep.config import PARAM_DIMS, SweepConfig, format_value
 from bayesslr.sweep.storage import CellRecord
@@ -71,20 +70,6 @@ _EXTRA_VARS: dict[str, tuple[str, str]] = {
 }
 
 RESERVED = frozenset({"method", "seed", *PARAM_DIMS, "status", "error", "runtime_s", "cell"})
-
-
-def git_revision() -> str:
-    """``git describe``-style revision of the source tree (``unknown`` outside a checkout)."""
-    root = Path(bayesslr.__file__).resolve().parent.parent
-    try:
-        rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
-                             text=True, timeout=10, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                               cwd=root, capture_output=True, text=True, timeout=10,
-                               check=True).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return rev + ("-dirty" if dirty else "")
 
 
 def output_name(key: str, extra: frozenset[str] | set[str] = frozenset()) -> str:

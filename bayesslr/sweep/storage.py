@@ -49,8 +49,6 @@ import json
 import math
 import os
 import re
-import secrets
-import socket
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -62,6 +60,15 @@ import numpy as np
 import xarray as xr
 
 import bayesslr
+from bayesslr.core.files import (  # the one durable-write layer; its names kept here too
+    _HOST,
+    StoreError,
+    _fsync_dir,  # noqa: F401
+    _tmp_path,  # noqa: F401
+    _unlink_quiet,  # noqa: F401
+    write_bytes_atomic,
+    write_text_atomic,
+)
 from bayesslr.core.task import ConfigError
 from bayesslr.registry import Cell
 from bayesslr.sweep.config import SweepConfig, cell_key
@@ -70,29 +77,7 @@ ENGINE = "h5netcdf"
 CELL_FORMAT = "bayesslr-cell/2"  # format 1: no checksum, no method version
 LOCK_NAME = "run.lock"
 STALE_TMP_SECONDS = 3600.0
-_HOST = re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname())[:40] or "host"
 _TMP_RE = re.compile(r"^\.(?P<name>.+)\.(?P<host>[A-Za-z0-9-]+)\.(?P<pid>\d+)\.[0-9a-f]+\.tmp$")
-
-
-class StoreError(RuntimeError):
-    """A results file could not be written (disk full, quota, permissions, file-size limit).
-
-    Nothing half-written stays behind: the temporary file is removed and the file that was
-    there before, if any, is intact. The message is one line: the path and the OS error.
-
-    Attributes
-    ----------
-    path : Path
-        The file that could not be written.
-    errno : int or None
-        The OS error number (``errno.ENOSPC``, ``errno.EFBIG``, ``errno.EACCES``, ...).
-    """
-
-    def __init__(self, path: Path, exc: BaseException) -> None:
-        why = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
-        super().__init__(f"cannot write {path} ({why})")
-        self.path = Path(path)
-        self.errno = getattr(exc, "errno", None)
 
 
 class DirectoryBusy(ConfigError):
@@ -184,65 +169,6 @@ def normalize_outputs(raw: Mapping[str, Any]) -> dict[str, float | str]:
 # --------------------------------------------------------------------------------------------
 # atomic writes: bytes made in memory, plain file I/O, unique temporary names
 # --------------------------------------------------------------------------------------------
-def _tmp_path(path: Path) -> Path:
-    """A temporary name next to ``path``, unique to this writer (host, pid, random)."""
-    return path.parent / f".{path.name}.{_HOST}.{os.getpid()}.{secrets.token_hex(6)}.tmp"
-
-
-def _unlink_quiet(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        os.unlink(path)
-
-
-def _fsync_dir(directory: Path) -> None:
-    """Make a rename in ``directory`` durable (best effort: some filesystems refuse)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def write_bytes_atomic(data: bytes | bytearray | memoryview, path: Path) -> None:
-    """Write ``data`` to ``path``: unique temporary file, ``fsync``, :func:`os.replace`.
-
-    The file gets mode ``0o666 & ~umask``. Raises :class:`StoreError` on any OS error, after
-    removing the temporary file (the previous ``path``, if any, is untouched).
-    """
-    path = Path(path)
-    tmp = _tmp_path(path)
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
-    except OSError as exc:
-        raise StoreError(path, exc) from None
-    try:
-        try:
-            view = memoryview(data).cast("B")
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        finally:
-            os.close(fd)  # NFS may report ENOSPC only here
-        os.replace(tmp, path)
-    except OSError as exc:
-        _unlink_quiet(tmp)
-        raise StoreError(path, exc) from None
-    except BaseException:
-        _unlink_quiet(tmp)
-        raise
-    _fsync_dir(path.parent)
-
-
-def write_text_atomic(text: str, path: Path) -> None:
-    """:func:`write_bytes_atomic` of UTF-8 text."""
-    write_bytes_atomic(text.encode("utf-8"), path)
-
-
 def encode_netcdf(ds: xr.Dataset | xr.DataTree) -> memoryview:
     """``ds`` (a dataset or a tree of them) as netCDF-4 bytes (h5netcdf into memory; nothing
     touches the disk)."""

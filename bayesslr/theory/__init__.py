@@ -2,7 +2,7 @@
 
 * :mod:`~bayesslr.theory.solver`: damped fixed-point iteration (NaN + flag on failure, never an
   exception in a sweep), watchdog, continuation in ``alpha``;
-* :mod:`~bayesslr.theory.channel`: teacher channel samples (common random numbers) and the
+* :mod:`~bayesslr.theory.erm_proximal`: teacher channel samples (common random numbers) and the
   multi-start proximal step of ERM;
 * :mod:`~bayesslr.theory.erm`: replica-symmetric ERM fixed point (softmax, linear, softplus,
   erf with fixed offset);

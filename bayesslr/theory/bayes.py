@@ -560,7 +560,7 @@ def _quad(task: TaskConfig, options: BayesTheoryOptions, *, coarse: bool = False
     return (jnp.asarray(t), jnp.asarray(logw))
 
 
-def start_point(start: str) -> np.ndarray:
+def bayes_start_point(start: str) -> np.ndarray:
     """``(m_k, m_v)`` of the ``"informed"`` (near the teacher) or ``"uninformed"`` start."""
     if start == "informed":
         return np.array([0.999, 0.999])
@@ -629,7 +629,7 @@ def solve_bayes(task: TaskConfig, alpha: Any, options: BayesTheoryOptions | None
     """
     opt = options or BayesTheoryOptions()
     alpha = check_real("alpha", alpha, low=0.0, low_open=True)
-    x_start = start_point(start) if x0 is None else np.asarray(x0, dtype=np.float64)
+    x_start = bayes_start_point(start) if x0 is None else np.asarray(x0, dtype=np.float64)
     start_name = start if x0 is None else "continuation"
     st = _make_static(task, opt)
     ch = channel64(task, opt.samples, opt.seed)
@@ -738,7 +738,7 @@ def state_evolution_trajectory(task: TaskConfig, alpha: Any, start: str = "uninf
 
     This is the iteration that GAMP's overlaps follow, one GAMP iteration per step
     (:mod:`bayesslr.amp`), from the same start: ``start`` names the point of
-    :func:`start_point` (the same ``(m_k, m_v)`` that GAMP's named starts use), or ``x0``
+    :func:`bayes_start_point` (the same ``(m_k, m_v)`` that GAMP's named starts use), or ``x0``
     gives ``(m_k, m_v)`` explicitly. Unlike :func:`solve_bayes` there is no damping, no
     acceleration and no stopping rule: exactly ``iterations`` steps.
 
@@ -768,7 +768,7 @@ def state_evolution_trajectory(task: TaskConfig, alpha: Any, start: str = "uninf
     iterations = check_int("iterations", iterations, low=1, high=100_000)
     hi = 1.0 - opt.m_clip
     if x0 is None:
-        x = start_point(start)
+        x = bayes_start_point(start)
         start_name = start
     else:
         x = np.asarray([check_real("x0", v, low=0.0, high=hi) for v in x0], dtype=np.float64)

@@ -5,7 +5,7 @@ Six order parameters ``x = (m_k, q_k, V_k, m_v, q_v, V_v)`` and their conjugates
 
 * prior (ridge) part: ``V_a = 1/(lam_a + Vh_a)``, ``m_a = mh_a V_a``,
   ``q_a = (mh_a^2 + qh_a) V_a^2``;
-* channel part (:func:`bayesslr.theory.channel.prox_channel`): the global proximal point of
+* channel part (:func:`bayesslr.theory.erm_proximal.prox_channel`): the global proximal point of
   every teacher channel sample, ``f_k = (chi - w_k)/V_k``, ``f_v = (z - w_v)/V_v``, and
 
       qh_a = alpha E|f_a|^2,
@@ -40,11 +40,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bayesslr.core.activations import Activation, get_activation
+from bayesslr.core.activations import Activation, get_activation, replica_activations
 from bayesslr.core.options import Validated, option
 from bayesslr.core.task import ConfigError, TaskConfig, check_real
 from bayesslr.population.teacher_channel import channel64
-from bayesslr.theory.channel import MOMENT_NAMES, cold_starts, prox_step, tracked_starts
+from bayesslr.theory.erm_proximal import MOMENT_NAMES, cold_starts, prox_step, tracked_starts
 from bayesslr.theory.solver import (
     FixedPointResult,
     SolverOptions,
@@ -55,7 +55,7 @@ from bayesslr.theory.solver import (
 ORDER_NAMES: tuple[str, ...] = ("m_k", "q_k", "V_k", "m_v", "q_v", "V_v")
 VH_FORMS: tuple[str, ...] = ("stein", "hessian")
 STARTS: tuple[str, ...] = ("informed", "uninformed")
-ERM_ACTIVATIONS: tuple[str, ...] = ("softmax", "linear", "softplus", "erf")
+ERM_ACTIVATIONS: tuple[str, ...] = replica_activations()  # those Activation.replica allows
 
 
 def default_tol(samples: int) -> float:
@@ -308,7 +308,7 @@ def _theta(act: Activation, theta: Sequence[float] | None) -> np.ndarray:
     return np.asarray(vals, dtype=np.float64)
 
 
-def start_point(task: TaskConfig, start: str) -> np.ndarray:
+def erm_start_point(task: TaskConfig, start: str) -> np.ndarray:
     """Solver start ``(m_k, q_k, V_k, m_v, q_v, V_v)`` for ``"informed"`` or ``"uninformed"``."""
     if start == "informed":
         c = min(task.c_nu, 4.0) if task.nu > 0 else 0.5
@@ -366,7 +366,7 @@ class ChannelMap:
     """The fixed-point map ``F(x) -> (x_new, aux)`` of docs/theory.md (ERM), in two forms.
 
     * ``exact`` (also ``__call__``): the proximal step from the ``2 L + 1`` cold starts of
-      every sample (:func:`bayesslr.theory.channel.cold_starts`), ``n_explore`` + ``n_refine``
+      every sample (:func:`bayesslr.theory.erm_proximal.cold_starts`), ``n_explore`` + ``n_refine``
       Levenberg-Marquardt steps: a deterministic function of ``x`` (common random numbers).
       This is the map whose fixed point is reported.
     * ``tracked``: each sample starts from ``w_k`` and from the ``n_keep`` lowest distinct
@@ -561,7 +561,7 @@ def solve_erm(task: TaskConfig, activation: str, alpha: Any, lam_k: Any, lam_v: 
     alpha, lam_k, lam_v = _check_point(alpha, lam_k, lam_k if lam_v is None else lam_v)
     t0 = time.perf_counter()
     if x0 is None:
-        x_start, start_name = start_point(task, start), start
+        x_start, start_name = erm_start_point(task, start), start
     else:
         x_start, start_name = np.asarray(x0, dtype=np.float64), "continuation"
     F = make_update(task, act, alpha, lam_k, lam_v, opt)
@@ -780,7 +780,7 @@ def erm_curve(task: TaskConfig, activation: str, alphas: Sequence[float], lam_k:
     # branches are ranked without their channel error; the winners get it below
     search = dataclasses.replace(opt, channel_error=False)
     for start in starts:
-        start_point(task, start)  # validate the name before any work
+        erm_start_point(task, start)  # validate the name before any work
 
         def solve_at(alpha: float, x0: np.ndarray | None, start=start) -> ErmTheoryResult:
             return solve_erm(task, activation, alpha, lam_k, lam_v, search, start=start, x0=x0)

@@ -30,9 +30,10 @@ import time
 from collections.abc import Hashable, Mapping
 from typing import Any
 
+from bayesslr.core.lam import parse_lam
 from bayesslr.core.options import Opt, Schema, schema_of
-from bayesslr.core.task import ConfigError, LengthLaw, check_real
-from bayesslr.registry import Cell, PlotStyle, Resources, common, outputs, register
+from bayesslr.core.task import ConfigError, LengthLaw
+from bayesslr.registry import Cell, PlotStyle, ReportRole, Resources, common, outputs, register
 from bayesslr.theory.bayes import (
     BAYES_STARTS,
     BayesCurvePoint,
@@ -51,6 +52,7 @@ from bayesslr.theory.erm import (
     erm_curve,
 )
 from bayesslr.theory.lam_opt import DEFAULT_LAM_GRID, optimal_lambda, optimal_lambda_curve
+from bayesslr.theory.presentation import BAYES_FACE, ERM_FACE
 from bayesslr.theory.solver import SOLVER_KEYS, SolverOptions
 
 LAM_OPTIMAL = "optimal"
@@ -106,14 +108,7 @@ BAYES_SCHEMA = schema_of(BayesTheoryOptions, "theory_bayes", exclude=("seed",)) 
 
 def parse_theory_lam(value: Any) -> float | str:
     """``lam`` of a replica cell: a real ``>= 0`` or ``"optimal"`` (``"opt"`` accepted)."""
-    if isinstance(value, str) and value.strip().lower() in {LAM_OPTIMAL, "opt"}:
-        return LAM_OPTIMAL
-    if isinstance(value, str) and value.strip().lower() == "auto":
-        raise ConfigError("lam='auto' is ambiguous; allowed for replica cells: real >= 0 or "
-                          "'optimal' (the theory's own optimal lam)")
-    if value is None:
-        raise ConfigError("lam is not set; allowed: real >= 0 or 'optimal'")
-    return check_real("lam", value, low=0.0)
+    return parse_lam(value, (LAM_OPTIMAL,))
 
 
 def _check_path(cell: Cell, opts: Mapping[str, Any]) -> None:
@@ -175,15 +170,10 @@ def _erm_memory(cell: Cell, opts: Mapping[str, Any]) -> Resources:
                      f"L={L} (float64)", "samples, test_samples or L")
 
 
-# cost model of a replica point: process CPU seconds of a point at lam = 'optimal' solved along a
-# continuation path, a + b x samples / 1e4, by activation (softmax stands for the nonlinear
-# ones); a fixed lam costs FIXED_FRACTION of it, a point solved on its own NO_PATH_FACTOR times
-# it. Measured at spiked L = 3, nu = 2: softmax 374 CPU-s a point at 20000 channel samples on
-# the 9-point path of lam = 'replica' (0.5 ... 20; 181 on a 3-point path 0.5, 5, 20, which
-# skips the dear middle alphas) and ~90 at 5000 (the reference run's 7-point paths), linear 41
-# and ~11; a fixed-lam softmax curve of 20 points costs 6.5 CPU-s a point at 20000 samples;
-# without a path linear 80 and softmax 100-230, and over 900 at alpha = 3
-# (benchmarks/README.md, "Cost model").
+# CPU seconds of a replica point at lam = 'optimal' on a continuation path, a + b samples / 1e4,
+# by activation ("default": any without its own calibration); the measurements behind each
+# constant are in benchmarks/README.md, "Cost model" (linear's point is cheap: its proximal
+# problem is quadratic)
 THEORY_ERM_COST = {"overhead_s": 3.0, "point": {"linear": (2.0, 19.0), "default": (0.0, 187.0)},
                    "fixed_fraction": 0.036 * 181.0 / 374.0, "no_path_factor": 1.5}
 
@@ -320,7 +310,8 @@ def _on_path(alpha: float, path: list[float]) -> float:
           cost=_erm_cost, memory=_erm_memory,
           check=lambda c, o: _check_erm(c, o),
           plot=PlotStyle(kind="line", label="{activation} (theory)"), version="3",
-          dims=("variant", "L", "nu", "delta", "alpha", "lam"),
+          dims=("variant", "L", "nu", "delta", "alpha", "lam"), cli=ERM_FACE,
+          report=ReportRole(finite_sample=2),
           batch=_erm_batch, batch_key=_path_key)
 def theory_erm_cell(cell: Cell, opts: Mapping[str, Any]) -> dict[str, Any]:
     """One ``alpha`` of the ERM replica theory (options :data:`ERM_SCHEMA`)."""
@@ -393,7 +384,8 @@ def _bayes_batch(cells: list[Cell], opts_list: list[Mapping[str, Any]]) -> list[
                "1", None, "iteration")),
           cost=_bayes_cost, memory=_bayes_memory, check=lambda c, o: _check_path(c, o),
           plot=PlotStyle(kind="line", label="Bayes-optimal (theory)", color="k"),
-          version="3", dims=("variant", "L", "nu", "delta", "alpha"),
+          version="3", dims=("variant", "L", "nu", "delta", "alpha"), cli=BAYES_FACE,
+          report=ReportRole(finite_sample=1),
           batch=_bayes_batch, batch_key=_path_key)
 def theory_bayes_cell(cell: Cell, opts: Mapping[str, Any]) -> dict[str, Any]:
     """One ``alpha`` of the state evolution from both starts (options :data:`BAYES_SCHEMA`);

@@ -26,8 +26,8 @@ The shipped dataset is ``bayesslr/data/inference_reference.nc`` (package data): 
 per setting and ``alpha`` (dimension ``theory``), and provenance attrs (settings, seeds, sizes,
 code revision, when). Build or extend it with::
 
-    nice -n 10 python -m bayesslr.inference.reference build --work DIR [--only D=100]
-    python -m bayesslr.inference.reference assemble --work DIR --out bayesslr/data/...
+    nice -n 10 python -m bayesslr.inference.ground_truth build --work DIR [--only D=100]
+    python -m bayesslr.inference.ground_truth assemble --work DIR --out bayesslr/data/...
 
 ``build`` is resumable: each task is written to ``DIR`` as it finishes and skipped when present.
 """
@@ -40,7 +40,6 @@ import importlib.resources
 import json
 import math
 import os
-import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -52,15 +51,18 @@ import numpy as np
 
 from bayesslr.bayes import arviz_adapter
 from bayesslr.bayes.model import model_spec
-from bayesslr.bayes.sampler import SamplerOptions, init_params, sample_posterior
+from bayesslr.bayes.sampler import SamplerOptions, init_params, run_nuts
+from bayesslr.core.files import write_text_atomic
+from bayesslr.core.provenance import git_revision
 from bayesslr.core.task import ConfigError, TaskConfig, make_task
+from bayesslr.core.thresholds import CONVERGENCE
 from bayesslr.inference.evaluate import per_input_errors, predict_draws, task_data
 
 REFERENCE_FILE = "inference_reference.nc"
 REFERENCE_MAX_D = 200
 # thresholds of the reference's own checks (documented in docs/inference.md)
-REF_RHAT_MAX = 1.01
-REF_ESS_MIN = 400.0
+REF_RHAT_MAX = CONVERGENCE["reference"].r_hat_max  # bayesslr.core.thresholds: why
+REF_ESS_MIN = CONVERGENCE["reference"].ess_min
 
 
 @dataclass(frozen=True)
@@ -134,18 +136,6 @@ THEORY_POINTS: tuple[tuple[str, str, float, float, float], ...] = tuple(
     + [("spiked", "3", 2.0, 1e-4, a) for a in (1.0, 1.1, 1.15, 1.2, 1.25, 1.5, 2.0, 5.0)])
 
 
-def git_revision() -> str:
-    try:
-        root = Path(__file__).resolve().parents[2]
-        rev = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
-                             text=True, timeout=10)
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--",
-                                "bayesslr"], capture_output=True, text=True, timeout=10)
-        return rev.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-
-
 # ------------------------------------------------------------------------------------------
 # building
 # ------------------------------------------------------------------------------------------
@@ -174,7 +164,7 @@ def build_task(t: RefTask, settings: RefSettings) -> dict[str, Any]:
     k_t, k_r, k_init = jax.random.split(kalg, 3)
     opt_t = SamplerOptions(chains=settings.chains, warmup=settings.warmup, draws=settings.draws,
                            target_accept=settings.target_accept, adapt=settings.adapt)
-    res_t = sample_posterior(k_t, spec, data.train, opt_t, init="teacher",
+    res_t = run_nuts(k_t, spec, data.train, opt_t, init="teacher",
                              start=init_params(k_init, "teacher", settings.chains, t.D,
                                                data.teacher))
     kf, vf = res_t.flat()
@@ -189,7 +179,7 @@ def build_task(t: RefTask, settings: RefSettings) -> dict[str, Any]:
     opt_r = SamplerOptions(chains=settings.chains, warmup=settings.random_warmup,
                            draws=settings.random_draws, target_accept=settings.target_accept,
                            adapt=settings.adapt)
-    res_r = sample_posterior(k_r, spec, data.train, opt_r, init="random",
+    res_r = run_nuts(k_r, spec, data.train, opt_r, init="random",
                              start=init_params(k_init, "random", settings.chains, t.D))
     kr, vr = res_r.flat()
     y_r, _ = predict_draws(spec, kr, vr, data.test)
@@ -252,7 +242,7 @@ def build(work: Path, tasks: list[RefTask], settings: RefSettings, *,
             "%Y-%m-%dT%H:%M:%S"), "git_revision": git_revision()}))
     if theory and not (work / "theory.json").exists():
         rows = [build_theory(p) for p in THEORY_POINTS]
-        _atomic_write(work / "theory.json", json.dumps(rows))
+        write_text_atomic(json.dumps(rows), work / "theory.json")
         print(f"theory: {len(rows)} points", flush=True)
     for t in tasks:
         f = work / f"{t.key()}.json"
@@ -262,16 +252,10 @@ def build(work: Path, tasks: list[RefTask], settings: RefSettings, *,
         row = build_task(t, settings)
         row["wall_s"] = time.perf_counter() - t0
         row["load_avg"] = os.getloadavg()[0]
-        _atomic_write(f, json.dumps(row))
+        write_text_atomic(json.dumps(row), f)
         print(f"{t.key()}: err {row['test_error']:.4f} +- {row['stderr']:.4f} bias "
               f"{row['mc_bias']:.4f} rhat {row['r_hat_max']:.3f} ess {row['ess_bulk_min']:.0f}"
               f" random {row['random_test_error']:.4f} ({row['wall_s']:.0f} s)", flush=True)
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 def assemble(work: Path, out: Path) -> Path:
@@ -321,7 +305,7 @@ def assemble(work: Path, out: Path) -> Path:
 # lookup
 # ------------------------------------------------------------------------------------------
 @functools.lru_cache(maxsize=1)
-def load_reference(path: str | None = None):
+def load_inference_reference(path: str | None = None):
     """The reference dataset (the packaged one unless ``path``), loaded in memory, or None."""
     import xarray as xr
 
@@ -354,7 +338,7 @@ def theory_reference(variant: str, L: str, nu: float, delta: float, alpha: float
                      solve: bool = True) -> dict[str, Any] | None:
     """State-evolution reference at one setting and ``alpha``: stored, or solved now (unless
     ``solve`` is false: then None)."""
-    ds = load_reference()
+    ds = load_inference_reference()
     i = _match(ds, "theory_", "theory", variant=variant, L=L, nu=nu, delta=delta, alpha=alpha)
     if i is not None:
         row = {k[7:]: ds[k].values[i].item() for k in ds.data_vars if k.startswith("theory_")}
@@ -372,7 +356,7 @@ def lookup(task: TaskConfig, alpha: float, seed: int, n_test: int, *,
     """The reference of a cell: the stored long-NUTS one of this very task when there is one
     (with its test-set predictions when ``n_test`` matches), else the state evolution
     (``theory``; solved now when not stored, unless ``solve`` is false), else None."""
-    ds = load_reference()
+    ds = load_inference_reference()
     L = task.length.label()
     if task.D <= REFERENCE_MAX_D:
         i = _match(ds, "", "task", variant=task.variant, L=L, nu=task.nu, delta=task.delta,
@@ -400,8 +384,8 @@ def _select(tasks: list[RefTask], only: list[str]) -> list[RefTask]:
     return tasks
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bayesslr.inference.reference")
+def reference_main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bayesslr.inference.ground_truth")
     sub = ap.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("build", help="run the reference chains (resumable)")
     b.add_argument("--work", required=True, type=Path)
@@ -424,4 +408,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(reference_main())

@@ -1,0 +1,55 @@
+"""The convergence thresholds of the samplers, in one table (as ArviZ keeps its defaults in
+``rcparams``): split R-hat at most ``r_hat_max``, bulk (and, where checked, tail) ESS at least
+``ess_min`` (per chain when ``per_chain``), no divergent transition.
+
+Three uses, three rows, two R-hat values, each chosen for what its verdict decides:
+
+* ``bayes_sampling``: the Bayes-optimal estimator's cells and the report's claim on them
+  (:func:`bayesslr.bayes.method.verdict`, :mod:`bayesslr.report.claims`): Vehtari et al.
+  (2021, "Rank-normalization, folding, and localization: an improved R-hat") recommend
+  R-hat < 1.01 and 100 bulk and tail ESS per chain before a posterior mean is trusted;
+* ``reference``: the inference benchmark's ground truth (:mod:`bayesslr.inference.ground_truth`),
+  the same R-hat and 400 bulk ESS in all (4 chains x 100): it must be at least as good as
+  what it scores;
+* ``inference``: the budgeted samplers of the leaderboard (:mod:`bayesslr.inference.method`),
+  R-hat <= 1.05 and 100 bulk ESS in all. Their runs stop at a fixed gradient budget, often
+  with few draws per chain, and the flag says whether the chains mixed at all; whether the
+  answer is right is judged against the reference, not by this flag.
+
+The stored cells depend on these values (their ``converged``/``reason`` outputs): changing one
+changes that family's numbers and needs a version bump.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Convergence:
+    """One row of :data:`CONVERGENCE`.
+
+    Attributes
+    ----------
+    r_hat_max : float
+        Largest split (rank-normalised) R-hat accepted.
+    ess_min : float
+        Smallest bulk ESS accepted (tail ESS too where the check reads it).
+    per_chain : bool
+        ``ess_min`` is per chain (multiply by the number of chains).
+    """
+
+    r_hat_max: float
+    ess_min: float
+    per_chain: bool
+
+    def ess_floor(self, chains: float = 1.0) -> float:
+        """The ESS floor of a run with ``chains`` chains."""
+        return self.ess_min * chains if self.per_chain else self.ess_min
+
+
+CONVERGENCE: dict[str, Convergence] = {
+    "bayes_sampling": Convergence(r_hat_max=1.01, ess_min=100.0, per_chain=True),
+    "reference": Convergence(r_hat_max=1.01, ess_min=400.0, per_chain=False),
+    "inference": Convergence(r_hat_max=1.05, ess_min=100.0, per_chain=False),
+}
