@@ -1,0 +1,3 @@
+"""Results below the report: loading a results directory or the shipped reference
+(:mod:`~bayesslr.results.load`, :mod:`~bayesslr.results.reference`) and querying it
+(:mod:`~bayesslr.results.query`)."""
