@@ -21,7 +21,7 @@ from matplotlib.figure import Figure
 from bayesslr.registry import Cell, get_method
 from bayesslr.report import FIGURES, NothingToPlot, all_verdicts, tables, write_report
 from bayesslr.report import claims as C
-from bayesslr.report.figures import curve, legibility_problems, sizes_of
+from bayesslr.report.figures import legibility_problems, sizes_of
 from bayesslr.sweep.dataset import family_dataset
 from bayesslr.sweep.storage import CellRecord, normalize_outputs
 
@@ -193,12 +193,53 @@ def test_legibility_check_can_fail():
     del b
 
 
-def test_lam_is_tuned_per_alpha(tree):
+def _erm_points(fig, label):
+    """(x, y) of the markers a figure draws under ``label`` (errorbar data lines)."""
+    for ax in fig.axes:
+        for c in ax.containers:
+            if c.get_label() == label:
+                x, y = c.lines[0].get_data()
+                return np.asarray(x), np.asarray(y)
+    raise AssertionError(f"no {label!r} in the figure")
+
+
+def test_erm_lam_is_the_replica_choice_not_the_test_optimum():
+    """Issue 21, case 2: at each alpha the figure's and the table's ERM points sit at the lam
+    the replica theory prefers (theory_erm:softmax runs lam = 0.3 only), even where another
+    lam of the grid has the lower *test* error (lam = 1 made 0.2 better here); the old code
+    took the test-error minimum."""
+    recs = synthetic_records()
+    for r in recs["erm"]:
+        if r.cell.method == "erm:softmax" and r.cell.lam == 1.0:
+            r.outputs["test_error"] -= 0.2
+    tree = _tree_of(recs)
     ds = tree["erm"].to_dataset()
-    mean, _ = curve(ds, "erm:softmax")
-    assert "lam" not in mean.dims
-    best = ds["test_error"].sel({"method": "erm:softmax", "D": 400}).mean("seed").min("lam")
-    np.testing.assert_allclose(mean.squeeze(drop=True).values, best.squeeze(drop=True).values)
+    at = ds["test_error"].sel({"method": "erm:softmax", "D": 400}).squeeze(drop=True)
+    expect = at.sel(lam=0.3).mean("seed").values
+    assert (at.mean("seed").min("lam").values < expect - 0.1).all()  # the test optimum is lam=1
+    x, y = _erm_points(FIGURES["error_vs_alpha"](tree), "softmax (ERM), D=400")
+    np.testing.assert_allclose(np.sort(y), np.sort(expect))
+    t = tables.finite_sample_table(tree)
+    rows = t[(t.method == "erm:softmax") & (t["size"] == "D=400")]
+    assert rows.lam.tolist() == ["0.3", "0.3"]
+    np.testing.assert_allclose(rows.test_error.values, expect)
+
+
+def test_erm_lam_validation_preferred_and_no_choice_without_theory():
+    """lam = 'validation' (chosen inside the cell) is the point drawn; a numeric grid with no
+    replica theory to choose by is not drawn at all (no selection on the test set)."""
+    recs = []
+    for seed in (0, 1):
+        for lam, te in (("validation", 0.6), (0.1, 0.4)):
+            recs.append(_rec("erm:softmax", {"test_error": te + 0.01 * seed, "stderr": 0.01},
+                             variant="spiked", L="3", nu=2.0, delta=0.01, alpha=5.0, lam=lam,
+                             D=100, seed=seed))
+    tree = xr.DataTree(xr.Dataset(), children={"erm": xr.DataTree(family_dataset(
+        get_method("erm:softmax"), recs, ["erm:softmax"]))})
+    t = tables.finite_sample_table(tree)
+    assert t.lam.tolist() == ["validation"] and t.test_error.iloc[0] == pytest.approx(0.605)
+    grid = _tree_of({"erm": [r for r in synthetic_records()["erm"]]})
+    assert tables.finite_sample_table(grid).empty  # three numeric lam, nothing to choose by
 
 
 def test_erm_drawn_at_every_size(tree):

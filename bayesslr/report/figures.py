@@ -10,11 +10,14 @@ how a family is drawn (line or markers, label, colour) is its registry entry's
 without a change here.
 
 Reductions, stated once: seeds are averaged (error bars: standard error over seeds, or the
-method's own ``stderr`` when there is one seed); ``lam`` is tuned per ``alpha`` by taking, for
-each method, the value with the lowest seed-averaged test error (the paper's grid search,
-docs/estimators.md); finite-size estimators are drawn at every size (``D`` or ``sqrtND``) they
+method's own ``stderr`` when there is one seed); ``lam`` is chosen per ``alpha`` without the
+test data (:func:`~bayesslr.results.query.lam_choice`: ERM's ``lam = "replica"`` or
+``"validation"``, else the replica theory's optimum among the grid run, the replica line at its
+own optimum); finite-size estimators are drawn at every size (``D`` or ``sqrtND``) they
 were run at, so the reader sees how the gap to the ``D -> inf`` theory closes; elsewhere a
-method shows its largest size. Error bars are one standard error.
+method shows its largest size. Error bars are one standard error. A cell whose method says it
+did not converge (output ``converged`` false on some seed) is drawn flagged: a hollow grey
+marker with its own legend entry, and the figure's title says why (:func:`flag_note`).
 """
 
 from __future__ import annotations
@@ -27,7 +30,13 @@ import xarray as xr
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.ticker import LogLocator, MaxNLocator, NullFormatter, ScalarFormatter
+from matplotlib.ticker import (
+    LogFormatterSciNotation,
+    LogLocator,
+    MaxNLocator,
+    NullFormatter,
+    ScalarFormatter,
+)
 
 from bayesslr.registry import PlotStyle, get_method
 from bayesslr.results.query import (  # noqa: F401  (re-exported for report modules)
@@ -37,12 +46,10 @@ from bayesslr.results.query import (  # noqa: F401  (re-exported for report modu
     START_STYLE,
     TRAJECTORY_DIMS,
     Results,
-    _best_lam,
     _finite,
     _run_dims,
     _start_var,
     _text,
-    _tune_lam,
     bayes_risk_at,
     cross_zscore,
     curve,
@@ -51,6 +58,7 @@ from bayesslr.results.query import (  # noqa: F401  (re-exported for report modu
     groups,
     hard_windows,
     is_trajectory,
+    lam_choice,
     largest_size,
     methods_of,
     sampler_starts_of,
@@ -161,13 +169,31 @@ def _legend_below(fig: Figure, axes: Iterable[Axes], extra: Iterable = ()) -> No
                    frameon=False)
 
 
-def _plain_log(ax: Axes, axis: str = "y") -> None:
-    """Log scale with plain tick labels (0.2, 0.5, 1) instead of powers of ten."""
+def _plain_log(ax: Axes, axis: str = "y") -> bool:
+    """A readable log scale, or none: linear when the data span less than a factor 4 (a log
+    axis would carry one tick label there); decade ticks labelled ``10^k`` from two decades
+    up (fixed decimals such as 0.00005 ... 0.05 are unreadable); plain labels (0.2, 0.5, 1)
+    on 1, 2, 5 in between. Returns whether the axis is logarithmic."""
     a = ax.yaxis if axis == "y" else ax.xaxis
+    lim = ax.dataLim
+    lo, hi = (lim.y0, lim.y1) if axis == "y" else (lim.x0, lim.x1)
+    vals = []
+    for ln in ax.lines:
+        d = np.asarray(ln.get_ydata() if axis == "y" else ln.get_xdata(), float)
+        vals += d[np.isfinite(d) & (d > 0)].tolist()
+    if vals:
+        lo, hi = min(vals), max(vals)
+    if not (lo > 0 and math.isfinite(hi)) or hi / lo < 4.0:
+        return False
     (ax.set_yscale if axis == "y" else ax.set_xscale)("log")
-    a.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 3.0, 5.0)))
-    a.set_major_formatter(ScalarFormatter())
+    if math.log10(hi / lo) >= 2.0:
+        a.set_major_locator(LogLocator(base=10, numticks=12))
+        a.set_major_formatter(LogFormatterSciNotation())
+    else:
+        a.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        a.set_major_formatter(ScalarFormatter())
     a.set_minor_formatter(NullFormatter())
+    return True
 
 
 def _xjitter(x: np.ndarray, i: int, n: int) -> np.ndarray:
@@ -344,6 +370,73 @@ def finite_sample_groups(results: Results) -> dict[str, xr.Dataset]:
 
 
 
+# --------------------------------------------------------------------------------------------
+# flagged cells: a method that says it did not converge is drawn apart, and the title says why
+# --------------------------------------------------------------------------------------------
+FLAG_COLOR = "0.55"
+
+
+def flagged_of(sub: xr.Dataset, theory: xr.Dataset | None = None) -> xr.DataArray | None:
+    """Per point of one method's dataset (method and size selected, ``lam`` chosen as
+    :func:`stats_of` does): True where some seed's cell reports ``converged`` false."""
+    if "converged" not in sub:
+        return None
+    conv, _ = stats_of(sub.assign(converged=sub["converged"].astype(float)), "converged",
+                       theory)
+    return (conv < 1.0).fillna(False)
+
+
+def _why(sub: xr.Dataset, flagged: xr.DataArray | None = None) -> list[str]:
+    """The reasons flagged cells give, with their numbers dropped (``r_hat_max > 1.01``)."""
+    import re
+
+    if "reason" not in sub:
+        return []
+    conv = np.asarray(sub["converged"].values, float) if "converged" in sub else None
+    reasons = np.asarray(sub["reason"].values).ravel()
+    keep = (conv.ravel() < 0.5) if conv is not None and conv.size == reasons.size \
+        else np.ones(reasons.size, bool)
+    out: list[str] = []
+    for text in reasons[keep]:
+        for part in str(text).split(";"):
+            part = re.sub(r" [-+0-9.eE]+ ([<>]=?) ", r" \1 ", part.strip())
+            if part and part != "converged" and part not in out:
+                out.append(part)
+    return out
+
+
+def _note_flagged(ax: Axes, family: str, reasons: Iterable[str]) -> None:
+    fig = ax.get_figure(root=True) if hasattr(ax, "get_figure") else ax.figure
+    notes = fig.__dict__.setdefault("_bayesslr_flagged", {})
+    have = notes.setdefault(family, [])
+    have += [r for r in reasons if r not in have]
+
+
+def flag_note(fig: Figure) -> str:
+    """The title note of a figure that drew flagged cells (empty when none): which family and
+    why (the reasons the cells give)."""
+    notes = fig.__dict__.get("_bayesslr_flagged", {})
+    if not notes:
+        return ""
+    parts = []
+    for fam, reasons in notes.items():
+        why = ", ".join(reasons[:3]) + (" ..." if len(reasons) > 3 else "")
+        parts.append(f"{fam}" + (f" ({why})" if why else ""))
+    return "hollow grey: not converged, flagged \u2014 " + "; ".join(parts)
+
+
+def _suptitle(fig: Figure, title: str, **kw) -> None:
+    """The figure title, with the flagged-cells note on a second line when there is one."""
+    note = flag_note(fig)
+    fig.suptitle(title + (f"\n{note}" if note else ""), **kw)
+
+
+def _draw_flagged(ax: Axes, x: np.ndarray, y: np.ndarray, e: np.ndarray | None, marker: str,
+                  label: str, ms: float = 7.0) -> None:
+    ax.errorbar(x, y, yerr=e, fmt=marker, color=FLAG_COLOR, mfc="none", mec=FLAG_COLOR,
+                mew=1.5, ms=ms, capsize=3, label=f"{label}: not converged (flagged)", zorder=5)
+
+
 def _draw_state_evolution(ax: Axes, se: Mapping[str, np.ndarray]) -> None:
     x, ok = se["alpha"], np.isfinite(se["best"])
     st = style("theory_bayes")
@@ -351,6 +444,11 @@ def _draw_state_evolution(ax: Axes, se: Mapping[str, np.ndarray]) -> None:
             label=st.label_for("theory_bayes"), zorder=st.zorder)
     ax.fill_between(x[ok], (se["best"] - se["se"])[ok], (se["best"] + se["se"])[ok],
                     color="k", alpha=0.15, lw=0)
+    bad = ok & np.asarray(se.get("flagged", np.zeros(x.shape, bool)), bool)
+    if bad.any():
+        _draw_flagged(ax, x[bad], se["best"][bad], se["se"][bad], "o",
+                      st.label_for("theory_bayes"), ms=6)
+        _note_flagged(ax, "theory_bayes", se.get("reasons", []))
     differ = np.nan_to_num(se["differ"]) > 0.5
     if differ.any():
         for name, ls, lab in (("informed", "-", "SE from the informed start"),
@@ -363,28 +461,55 @@ def _draw_state_evolution(ax: Axes, se: Mapping[str, np.ndarray]) -> None:
                    label="hard phase of the state evolution")
 
 
-def _draw_markers(ax: Axes, ds: xr.Dataset, m: str) -> None:
+def _with_flags(se: dict[str, np.ndarray] | None, ds: xr.Dataset | None
+                ) -> dict[str, np.ndarray] | None:
+    """The state evolution with its flagged points (``converged`` false) and their reasons."""
+    if se is None or ds is None or "converged" not in ds:
+        return se
+    sub = largest_size(ds, "theory_bayes")
+    flag = flagged_of(sub)
+    if flag is None:
+        return se
+    flag = flag.squeeze(drop=True)
+    if flag.ndim != 1:
+        return se
+    return {**se, "flagged": np.asarray(flag.values, bool), "reasons": _why(sub)}
+
+
+def _draw_markers(ax: Axes, ds: xr.Dataset, m: str, theory: xr.Dataset | None = None) -> None:
     st = style(m)
     sizes = sizes_of(ds, m)
     for i, size in enumerate(sizes):
         sub = ds.sel({"method": m, **size})
-        mean, sem = stats_of(sub)
+        mean, sem = stats_of(sub, theory=theory)
         mean, sem = mean.squeeze(drop=True), sem.squeeze(drop=True)
         if mean.ndim != 1 or "alpha" not in mean.dims or not _finite(mean):
             continue
         x, y, e = mean["alpha"].values, mean.values, np.nan_to_num(sem.values)
         ok = np.isfinite(y)
+        flag = flagged_of(sub, theory)
+        bad = np.zeros(ok.shape, bool)
+        if flag is not None:
+            flag = flag.squeeze(drop=True)
+            if flag.shape == ok.shape:
+                bad = np.asarray(flag.values, bool) & ok
         rank = (i + 1) / len(sizes)  # smaller sizes lighter and smaller
         lab = _label(m) + (f", {_size_label(size)}" if len(sizes) > 1 or size else "")
-        ax.errorbar(_xjitter(x, i, len(sizes))[ok], y[ok], yerr=e[ok], fmt=st.marker,
-                    color=_color(m), capsize=3, ms=4 + 3 * rank, alpha=0.45 + 0.55 * rank,
-                    mfc=None if st.filled else "white", label=lab, zorder=st.zorder + 1)
+        xj = _xjitter(x, i, len(sizes))
+        good = ok & ~bad
+        if good.any():
+            ax.errorbar(xj[good], y[good], yerr=e[good], fmt=st.marker, color=_color(m),
+                        capsize=3, ms=4 + 3 * rank, alpha=0.45 + 0.55 * rank,
+                        mfc=None if st.filled else "white", label=lab, zorder=st.zorder + 1)
+        if bad.any():
+            _draw_flagged(ax, xj[bad], y[bad], e[bad], st.marker, lab, ms=4 + 3 * rank)
+            _note_flagged(ax, m.split(":")[0], _why(sub))
         if "oracle_error" in sub and m.split(":")[0] == "bayes_sampling":
             om, os_ = stats_of(sub, "oracle_error")
             om, os_ = om.squeeze(drop=True), os_.squeeze(drop=True)
             if om.ndim == 1 and _finite(om):
                 ok = np.isfinite(om.values)
-                ax.errorbar(_xjitter(x, i, len(sizes))[ok], om.values[ok],
+                ax.errorbar(xj[ok], om.values[ok],
                             yerr=np.nan_to_num(os_.values)[ok], fmt="x", color="0.45",
                             capsize=2, ms=6, zorder=st.zorder,
                             label="oracle (teacher known), same test set"
@@ -393,7 +518,8 @@ def _draw_markers(ax: Axes, ds: xr.Dataset, m: str) -> None:
 
 def _draw_line(ax: Axes, ds: xr.Dataset, m: str) -> None:
     st = style(m)
-    mean, sem = curve(ds, m)
+    sub = largest_size(ds, m)
+    mean, sem = stats_of(sub)
     mean, sem = mean.squeeze(drop=True), sem.squeeze(drop=True)
     if mean.ndim != 1 or "alpha" not in mean.dims or not _finite(mean):
         return
@@ -405,53 +531,100 @@ def _draw_line(ax: Axes, ds: xr.Dataset, m: str) -> None:
         finite = np.isfinite(te).any([d for d in te.dims if d != "lam"]).values
         vals = [fmt_value("lam", v).split("=")[1] for v, f in
                 zip(ds["lam"].values.tolist(), finite, strict=True) if f]
-        lam = f", \u03bb={vals[0]}" if len(vals) == 1 else ", \u03bb tuned"
+        lam = (f", \u03bb={vals[0]}" if len(vals) == 1 and vals[0] not in TUNED_LABELS
+               else ", \u03bb optimal")
     ax.plot(x[ok], y[ok], st.linestyle, color=_color(m), label=_label(m) + lam,
             lw=2 if st.color == "k" else 1.6, zorder=st.zorder, marker="." if ok.sum() < 4
             else None)
     ax.fill_between(x[ok], (y - e)[ok], (y + e)[ok], color=_color(m), alpha=0.15, lw=0)
+    flag = flagged_of(sub)
+    if flag is not None:
+        flag = flag.squeeze(drop=True)
+        if flag.shape == ok.shape and (bad := ok & np.asarray(flag.values, bool)).any():
+            _draw_flagged(ax, x[bad], y[bad], e[bad], "o", _label(m), ms=6)
+            _note_flagged(ax, m.split(":")[0], _why(sub))
+
+
+# lam labels of a theory's optimum (one spelling in the figures: "lam optimal")
+TUNED_LABELS = ("optimal", "auto", "replica", "validation")
+
+
+_RISK_CACHE: dict[tuple, tuple[float, float]] = {}
+
+
+def bayes_risk_line(results: Results, sel: Mapping[str, object]
+                    ) -> tuple[float, float, str] | None:
+    """The Bayes risk (``alpha -> inf``) at a setting with its standard error and where it
+    comes from: the results' ``population:bayes`` when they hold it, else computed here by
+    Monte Carlo (:func:`bayesslr.population.method.bayes_risk`, 200 000 samples, seed 0; a
+    second or two), so that every panel of the finite-sample figure has its limit."""
+    have = bayes_risk_at(results, sel)
+    if have is not None:
+        return have[0], have[1], "population"
+    try:
+        from bayesslr.core.task import make_task
+        from bayesslr.population.method import bayes_risk
+
+        L = str(sel.get("L", ""))
+        key = (sel.get("variant"), L, float(sel.get("nu", math.nan)))
+        if key not in _RISK_CACHE:
+            law = "," in L or ":" in L
+            task = make_task(str(sel["variant"]), L=3 if law else int(L),
+                             L_dist=L if law else None, nu=float(sel["nu"]), delta=0.0)
+            r = bayes_risk(task, samples=200_000, seed=0)
+            _RISK_CACHE[key] = (float(r.excess_risk), float(r.stderr))
+        v, e = _RISK_CACHE[key]
+        return v, e, "computed"
+    except Exception:  # a setting the population method cannot take: no line
+        return None
 
 
 def error_vs_alpha(results: Results) -> Figure:
     """Test excess error against ``alpha``, one panel per (variant, L, nu, delta): the
     Bayes-optimal state evolution (both branches where they differ, the hard window shaded),
-    replica lines (``theory_erm:*``, ``lam`` tuned), finite-``D`` markers with error bars at
-    every size run (``erm:*``, ``bayes_sampling`` with its oracle, ``amp``, ...) and the Bayes
-    risk (``population:bayes``, the ``alpha -> inf`` limit); each family drawn with its
-    registry plot style."""
+    replica lines (``theory_erm:*`` at their optimal ``lam`` or the ``lam`` run), finite-``D``
+    markers with error bars at every size run (``erm:*`` at the ``lam`` chosen without the
+    test data, ``bayes_sampling`` with its oracle, ``amp``, ...) and the Bayes risk
+    (``population:bayes``, the ``alpha -> inf`` limit; computed here when the results lack
+    it) in every panel; each family drawn with its registry plot style; flagged cells hollow
+    grey."""
     fams = finite_sample_groups(results)
     if not fams:
         raise NothingToPlot("no finite-sample method (erm, theory_erm, bayes_sampling, "
                             "theory_bayes, ...) in the results")
+    theory_all = groups(results).get("theory_erm")
     panels = []
     for sel in settings(fams.values(), keep=("alpha",)):
         subs = {f: s for f, ds in fams.items() if (s := select(ds, sel)) is not None}
         subs = {f: s for f, s in subs.items() if methods_of(s, f)}
         if subs:
-            panels.append((sel, subs, bayes_risk_at(results, sel)))
+            panels.append((sel, subs, bayes_risk_line(results, sel)))
     if not panels:
         raise NothingToPlot("no setting has finite-sample results")
     fig, axes = _grid(len(panels), cols=3, width=5.0, height=4.0)
     for ax, (sel, subs, limit) in zip(axes, panels, strict=True):
+        theory = select(theory_all, sel) if theory_all is not None else None
         for fam, sub in subs.items():
             for m in methods_of(sub, fam):
                 if fam == "theory_bayes":
-                    se = state_evolution(sub)
+                    se = _with_flags(state_evolution(sub), sub)
                     if se is not None:
                         _draw_state_evolution(ax, se)
                 elif style(m).kind == "line":
                     _draw_line(ax, sub, m)
                 else:
-                    _draw_markers(ax, sub, m)
+                    _draw_markers(ax, sub, m, theory)
         if limit is not None:
             ax.axhline(limit[0], color="k", ls=":", lw=1.2,
-                       label="Bayes risk (\u03b1\u2192\u221e, population)")
+                       label="Bayes risk (\u03b1\u2192\u221e, population"
+                       + (", computed by the report)" if limit[2] == "computed" else ")"))
+            ax.axhspan(limit[0] - limit[1], limit[0] + limit[1], color="k", alpha=0.08, lw=0)
         ax.set_xlabel("sample ratio \u03b1 = N/D")
         ax.set_ylabel("test excess error")
         ax.set_title(title_of(sel), fontsize=10)
         ax.grid(alpha=0.3)
     _legend_below(fig, axes)
-    fig.suptitle("Test excess error against the sample ratio \u03b1")
+    _suptitle(fig, "Test excess error against the sample ratio \u03b1")
     return fig
 
 
