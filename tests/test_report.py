@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -105,15 +106,15 @@ def synthetic_records() -> dict[str, list[CellRecord]]:
         out = {"test_error": te, "stderr": 0.01, "oracle_error": b3,
                "excess_over_oracle": te - b3, "excess_over_oracle_stderr": 0.01,
                "m_k": 0.8, "q_k": 0.79, "m_v": 0.95, "q_v": 0.95, "nishimori_gap": 0.01,
-               "r_hat_max": 1.005, "ess_bulk_min": 400.0, "ess_tail_min": 300.0,
+               "r_hat_max": 1.001, "ess_bulk_min": 2000.0, "ess_tail_min": 1500.0,
                "divergences": 0.0, "grad_evals": 20000.0, "chains": 2.0, "init": inits[0],
                "converged": True, "reason": "converged"}
         if len(inits) > 1:
             out.update({"random_test_error": te + 0.3, "random_r_hat_max": 1.2,
                         "random_ess_bulk_min": 50.0, "random_ess_tail_min": 40.0,
                         "random_divergences": 3.0, "random_grad_evals": 30000.0,
-                        "anneal_test_error": te + 0.005, "anneal_r_hat_max": 1.01,
-                        "anneal_ess_bulk_min": 300.0, "anneal_ess_tail_min": 200.0,
+                        "anneal_test_error": te + 0.005, "anneal_r_hat_max": 1.0103,
+                        "anneal_ess_bulk_min": 300.0, "anneal_ess_tail_min": 220.0,
                         "anneal_divergences": 0.0, "anneal_grad_evals": 40000.0,
                         "log_lik_gap": 2.0, "r_hat_max_pooled": 3.0, "disagreement": 0.2,
                         "converged": False, "reason": "starts disagree: pooled r_hat 3 > 1.01"})
@@ -296,7 +297,7 @@ def test_verdicts_give_the_known_answers(tree):
     assert _status(smp, "the posterior mean satisfies").status == C.HOLDS
     starts = _status(smp, "random and annealed")
     assert starts.status == C.FAILS and "anneal: test error" in starts.evidence
-    trap = _status(smp, "random starts are trapped only")
+    trap = _status(smp, "at the settings and stored tasks checked, random starts are trapped")
     assert trap.status == C.FAILS and "no hard phase" in trap.evidence
 
 
@@ -432,3 +433,95 @@ def test_notebooks_flag_without_the_extra(capsys, tmp_path, monkeypatch):
         "bayesslr: error: --notebooks needs the optional extra 'notebooks' (missing: "
         "nbconvert); install it with: pip install 'bayesslr[notebooks]'"]
     assert not (tmp_path / "figures").exists()
+
+
+# ---- issue 21: verdicts that agree with their numbers ----------------------------------------
+_NUM = r"[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?"
+_SIDES = re.compile(rf"({_NUM})(?: \u00b1 {_NUM})?(?: per chain \([^)]*\))? "
+                    rf"(?:vs|<|>|<=|>=|\u2192)(?: [A-Za-z-]+)? ({_NUM})(?![\d.])")
+
+
+def equal_sides(lines) -> list[str]:
+    """Comparisons printed with two equal sides (``1.01 > 1.01``, ``0.729 vs L-BFGS 0.729``)
+    in verdict lines."""
+    bad = []
+    for line in lines:
+        for m in _SIDES.finditer(line):
+            if float(m.group(1)) == float(m.group(2)):
+                bad.append(m.group(0))
+    return bad
+
+
+def _sampler_tree(**outputs):
+    base = {"test_error": 0.4, "stderr": 0.01, "m_k": 0.8, "q_k": 0.8, "m_v": 0.9, "q_v": 0.9,
+            "r_hat_max": 1.001, "ess_bulk_min": 2000.0, "ess_tail_min": 1500.0,
+            "divergences": 0.0, "grad_evals": 2e4, "chains": 2.0, "init": "teacher",
+            "converged": True, "reason": "converged"}
+    rec = _rec("bayes_sampling", {**base, **outputs}, variant="spiked", L="3", nu=2.0,
+               delta=0.01, alpha=5.0, D=50, options={"init": str(base["init"])})
+    return _tree_of({"bayes_sampling": [rec]})
+
+
+def test_rhat_on_its_threshold_is_borderline_and_printed_unrounded():
+    """Case 1: R-hat 1.010276 over 448 effective draws sits within two Monte Carlo errors
+    (rhat_mc_error: 4 / (sqrt(6) 448) = 0.0036) of 1.01: 'not enough data', borderline, and
+    printed with the digits that show the comparison (the old line read 'R-hat 1.01 > 1.01
+    [does not hold]'). Far from it (1.05), it fails."""
+    v = C.sampler_claims(_sampler_tree(r_hat_max=1.010276, ess_bulk_min=448.0))[0]
+    assert v.status == C.UNDECIDED
+    assert "R-hat 1.0103 > 1.01 (borderline" in v.evidence and "needs about" in v.evidence
+    assert C.rhat_mc_error(448.0, 2) == pytest.approx(4 / (math.sqrt(6) * 448))
+    assert not equal_sides([v.line()])
+    v = C.sampler_claims(_sampler_tree(r_hat_max=1.05, ess_bulk_min=448.0))[0]
+    assert v.status == C.FAILS and "R-hat 1.050 > 1.01" in v.evidence
+
+
+def test_ess_threshold_printed_per_chain():
+    """Case 5 ('ESS >= 100 per chain' printed the total, '< 200'): the per-chain value is
+    compared and printed, with the total beside it."""
+    v = C.sampler_claims(_sampler_tree(ess_bulk_min=40.0, ess_tail_min=1500.0))[0]
+    assert "bulk ESS 20 per chain (40 over 2) < 100" in v.evidence and v.status == C.FAILS
+    assert "< 200" not in v.evidence
+
+
+def test_other_starts_are_judged_too(tree):
+    """Case 1: the annealed start (R-hat 1.0103 in the synthetic data, on its threshold) and the
+    random start get the convergence checks of the teacher start, in their own verdict."""
+    v = _status(C.sampler_claims(tree), "NUTS chains from the random and annealed starts")
+    assert "anneal start: R-hat 1.0103 > 1.01 (borderline" in v.evidence
+    assert "random start: R-hat 1.200 > 1.01" in v.evidence and v.status == C.FAILS
+
+
+def test_every_undecided_point_says_what_it_needs(tree):
+    """Every 'not enough data' says what data it needs, on the synthetic results, with families
+    missing, and on the shipped reference (the old 'decreases towards the Bayes risk' and
+    'random vs teacher undecided' did not)."""
+    from bayesslr.results.reference import load_reference, reference_path
+
+    trees = [tree, synthetic(("bayes_sampling",)), synthetic(("theory_bayes",))]
+    if reference_path().exists():
+        trees.append(load_reference())
+    for t in trees:
+        for vs in all_verdicts(t).values():
+            for v in vs:
+                if v.status == C.UNDECIDED and not v.points:
+                    assert v.evidence.startswith("needs"), v.line()
+                for st, text in v.points:
+                    if st == C.UNDECIDED:
+                        assert "needs" in text, text
+                assert not equal_sides([v.line()]), v.line()
+
+
+def test_trapping_claim_judged_on_the_stored_tasks(tree):
+    """Case 6: the trapping claim states where it was checked and is judged on the stored tasks
+    of the inference reference too (random-start NUTS trapped on most of them, also where the
+    state evolution has no hard phase), not only at the sweep's one setting."""
+    from bayesslr.inference.reference import load_reference
+
+    v = _status(C.sampler_claims(tree), "at the settings and stored tasks checked")
+    assert v.evidence.startswith("checked at ")
+    if load_reference() is not None:
+        stored = [t for _, t in v.points if t.startswith("stored task")]
+        assert len(stored) >= 10
+        # alpha = 5, Delta = 0.01 is in the synthetic state evolution (no hard phase there)
+        assert any("\u03b1=5 D=50" in t and "sampler failure" in t for t in stored)

@@ -169,7 +169,7 @@ def _rows_of(rows: list, m: str, size: dict, sub: xr.Dataset,
                      else math.inf})
 
 
-SAMPLER_COLUMNS = ["variant", "L", "nu", "delta", "alpha", "D", "start", "test_error", "se",
+SAMPLER_COLUMNS = ["variant", "L", "nu", "delta", "alpha", "D", "seed", "start", "test_error", "se",
                    "r_hat_max", "ess_bulk_min", "ess_tail_min", "ess_per_grad",
                    "ess_tail_per_grad", "divergences", "grad_evals", "nishimori_gap",
                    "m_k", "q_k", "m_v", "q_v", "log_lik_gap", "r_hat_max_pooled",
@@ -204,7 +204,8 @@ def sampler_table(results: Results) -> pd.DataFrame:
                     return _value(cell[key]) if key in cell else math.nan
 
                 grads = get("grad_evals")
-                row = {d: sel.get(d, "") for d in ("variant", "L", "nu", "delta", "alpha", "D")}
+                row = {d: sel.get(d, "") for d in ("variant", "L", "nu", "delta", "alpha", "D",
+                                                   "seed")}
                 row.update({
                     "start": start, "test_error": get("test_error"),
                     "se": get("stderr") if not pre else math.nan,
