@@ -130,3 +130,42 @@ def test_shipped_cells_recompute(method, setting):
     out = bayesslr.run_cell(cell)
     tol = 4 * math.hypot(se, out["stderr"])
     assert abs(out["test_error"] - value) < tol, (out["test_error"], value, tol)
+
+
+# ---- issue 21, case 4: a mistyped path is an error, the reference says what it is ----------
+def test_explicit_path_without_results_is_an_error(packaged, monkeypatch, tmp_path, capsys):
+    """BAYESSLR_RESULTS=/no/such/dir used to print 'No results at ...' and then show the
+    shipped reference as if it were the user's; now it is one ConfigError, and the command
+    exits 2."""
+    monkeypatch.setenv("BAYESSLR_RESULTS", str(tmp_path / "no" / "such"))
+    with pytest.raises(ConfigError, match="holds no results"):
+        show.open_results(show.results_parameter())
+    assert "shipped reference" not in capsys.readouterr().out
+    code, _, err = run_cli(["report", str(tmp_path / "no" / "such")], capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1
+
+
+def test_reference_figures_say_shipped_reference(packaged, monkeypatch, tmp_path):
+    """Only with no path given is the reference shown, and every figure drawn from it says
+    'shipped reference' in its title (files and notebooks alike); the user's results do not."""
+    from bayesslr.report import write_report
+    from bayesslr.report.figures import FIGURES, NothingToPlot, draw
+
+    monkeypatch.delenv("BAYESSLR_RESULTS", raising=False)
+    monkeypatch.chdir(tmp_path)  # no results/quick here
+    tree = show.open_results(show.results_parameter())
+    drawn = 0
+    for name in FIGURES:
+        try:
+            fig = draw(name, tree)
+        except NothingToPlot:
+            continue
+        drawn += 1
+        assert "(shipped reference)" in fig._suptitle.get_text(), name
+    assert drawn >= 2
+    own = xr.DataTree(tree.to_dataset(), children={k: tree[k] for k in tree.children})
+    own.attrs.pop("reference")
+    fig = draw("population_vs_nu", own)
+    assert "shipped reference" not in fig._suptitle.get_text()
+    written, _ = write_report(tree, tmp_path / "figs", formats=("png",), dpi=30)
+    assert written

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -431,7 +432,7 @@ def test_notebooks_flag_without_the_extra(capsys, tmp_path, monkeypatch):
     assert code == 2
     assert err.strip().splitlines() == [
         "bayesslr: error: --notebooks needs the optional extra 'notebooks' (missing: "
-        "nbconvert); install it with: pip install 'bayesslr[notebooks]'"]
+        "nbconvert); install it with: pip install -e '.[notebooks]' (in the source checkout)"]
     assert not (tmp_path / "figures").exists()
 
 
@@ -525,3 +526,36 @@ def test_trapping_claim_judged_on_the_stored_tasks(tree):
         assert len(stored) >= 10
         # alpha = 5, Delta = 0.01 is in the synthetic state evolution (no hard phase there)
         assert any("\u03b1=5 D=50" in t and "sampler failure" in t for t in stored)
+
+
+# ---- issue 21, case 3: the report runs the notebooks whose data the results hold ----------
+def test_notebook_without_data_is_left_out_with_why(tree):
+    """The inference notebook on results without an inference group is not run; the reason
+    names the preset and the extra as a source checkout installs it; a theme notebook runs
+    when one of its figures can be drawn."""
+    from bayesslr.report.notebooks import NotebookRun, index_html, missing_data
+
+    why = missing_data("inference", tree)
+    assert "inference-quick" in why and "pip install -e '.[blackjax]'" in why
+    assert missing_data("population", tree) == ""
+    assert missing_data("dynamics", synthetic(("population",)))
+    page = index_html(Path("r"), [NotebookRun("inference", Path("inference.py"), skipped=why)])
+    assert "not run" in page and 'href="inference.html"' not in page
+
+
+def test_notebooks_take_the_injected_results():
+    """Every notebook reads its results from the one cell tagged 'parameters' (which the report
+    follows with the injected path) and no later cell overwrites them (the inference notebook
+    read BAYESSLR_RESULTS itself)."""
+    import jupytext
+
+    from bayesslr.report.notebooks import find_notebooks
+
+    for path in find_notebooks():
+        nb = jupytext.read(str(path))
+        tagged = [i for i, c in enumerate(nb.cells)
+                  if "parameters" in c.get("metadata", {}).get("tags", [])]
+        assert len(tagged) == 1, path.name
+        later = "\n".join(c.source for c in nb.cells[tagged[0] + 1:] if c.cell_type == "code")
+        assert not re.search(r"^results\s*=", later, re.M), path.name
+        assert "BAYESSLR_RESULTS" not in later, path.name

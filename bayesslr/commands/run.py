@@ -206,6 +206,9 @@ def register(app: typer.Typer) -> None:
 
             runs = write_notebooks(results, fig_dir)
             for r in runs:
+                if r.skipped:
+                    typer.echo(f"notebook {r.name}: not run, {r.skipped}")
+                    continue
                 typer.echo(f"notebook {r.name}: {r.html} ({r.images} figures, "
                            f"{len(r.verdicts)} verdicts, {r.seconds:.0f} s)"
                            + (f"; a cell failed: {r.error}" if r.error else ""))

@@ -977,6 +977,28 @@ def legibility_problems(fig: Figure) -> list[str]:
     return problems
 
 
+def is_reference(results: Results) -> bool:
+    """Whether ``results`` are the shipped reference (:func:`bayesslr.load_reference`: its root
+    attributes carry ``reference``)."""
+    return isinstance(results, xr.DataTree) and "reference" in results.attrs
+
+
+def draw(which: str | Callable[[Results], Figure], results: Results) -> Figure:
+    """Draw one figure (a name of :data:`FIGURES` or a figure function); a figure drawn from
+    the shipped reference says so in its title ("shipped reference"), so it is never taken for
+    the user's own results."""
+    fn = FIGURES[which] if isinstance(which, str) else which
+    fig = fn(results)
+    title = getattr(fig, "_suptitle", None)
+    if is_reference(results):
+        if title is None:
+            fig.suptitle("shipped reference results")
+        else:
+            first, nl, rest = title.get_text().partition("\n")
+            title.set_text(f"{first} (shipped reference){nl}{rest}")
+    return fig
+
+
 FIGURES: dict[str, Callable[[Results], Figure]] = {
     "population_vs_nu": population_vs_nu,
     "population_vs_L": population_vs_L,
