@@ -559,3 +559,67 @@ def test_notebooks_take_the_injected_results():
         later = "\n".join(c.source for c in nb.cells[tagged[0] + 1:] if c.cell_type == "code")
         assert not re.search(r"^results\s*=", later, re.M), path.name
         assert "BAYESSLR_RESULTS" not in later, path.name
+
+
+def test_legibility_check_catches_log_ticks_decimals_and_stacked_markers():
+    """Case 5: the reference figures' faults, each caught: a log axis over 1.0-1.6 with one
+    tick label, fixed-decimal labels 0.00005 ... 0.05, and three seeds drawn on one spot."""
+    from matplotlib.ticker import FixedFormatter, FixedLocator, LogLocator, ScalarFormatter
+
+    fig = Figure(figsize=(9, 3), layout="constrained")
+    a, b, c = fig.subplots(1, 3)
+    a.plot([1, 2, 3], [1.5, 1.02, 1.01], "s", label="r")
+    a.set_yscale("log")
+    a.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 3.0, 5.0)))
+    a.yaxis.set_major_formatter(ScalarFormatter())
+    ticks = [5e-5, 5e-4, 5e-3, 5e-2]
+    b.plot([1, 2], [5e-5, 5e-2], "o", label="e")
+    b.yaxis.set_major_locator(FixedLocator(ticks))
+    b.yaxis.set_major_formatter(FixedFormatter(["0.00005", "0.00050", "0.00500", "0.05000"]))
+    c.plot([2, 2, 2], [0.5, 0.5, 0.5001], "o", label="three seeds")
+    for ax in (a, b, c):
+        ax.set_xlabel("x")
+        ax.set_ylabel("y")
+    fig.legend()
+    problems = legibility_problems(fig)
+    assert any("log y axis with 1 tick label" in p for p in problems), problems
+    assert any("fixed-decimal y tick labels span three decades" in p for p in problems)
+    assert any("markers drawn on top of each other" in p for p in problems)
+
+
+def test_flagged_cells_are_drawn_hollow_grey_with_their_own_entry():
+    """Issue 20, item 2: a cell whose sampler did not converge is drawn with a hollow grey
+    marker (face colour 'none'), has its own legend entry, and the title says why (the
+    reasons the cells give); converged cells keep the family's style."""
+    from matplotlib.colors import to_rgba
+
+    from bayesslr.report.figures import FLAG_COLOR
+
+    recs = synthetic_records()
+    for r in recs["bayes_sampling"]:  # alpha = 2 flagged, alpha = 5 converged
+        if r.cell.alpha == 2.0:
+            r.outputs.update(converged=False, reason="r_hat_max 1.05 > 1.01; ess_bulk_min 84 "
+                             "< 200")
+        else:
+            r.outputs.update(converged=True, reason="converged")
+    tree = _tree_of(recs)
+    for name in ("error_vs_alpha", "sampler_diagnostics", "sampler_starts"):
+        fig = FIGURES[name](tree)
+        flagged = [c for ax in fig.axes for c in ax.containers
+                   if c.get_label().endswith("not converged (flagged)")]
+        assert flagged, name
+        line = flagged[0].lines[0]
+        assert line.get_markerfacecolor() == "none"
+        assert to_rgba(line.get_markeredgecolor()) == to_rgba(FLAG_COLOR)
+        assert list(line.get_xdata()) == pytest.approx([2.0], rel=0.05)
+        labels = {t.get_text() for leg in fig.legends for t in leg.get_texts()}
+        assert any(t.endswith("not converged (flagged)") for t in labels), name
+        title = fig._suptitle.get_text()
+        assert "not converged" in title and "r_hat_max > 1.01" in title, title
+        assert legibility_problems(fig) == [], name
+    for r in recs["bayes_sampling"]:
+        r.outputs.update(converged=True, reason="converged")
+    fig = FIGURES["error_vs_alpha"](_tree_of(recs))
+    assert "not converged" not in fig._suptitle.get_text()
+    assert not any(c.get_label().endswith("(flagged)") for ax in fig.axes
+                   for c in ax.containers)

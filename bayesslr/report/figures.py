@@ -23,6 +23,7 @@ marker with its own legend entry, and the figure's title says why (:func:`flag_n
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
@@ -295,7 +296,14 @@ def _population_vs(results: Results, dim: str) -> Figure:
                   if m == "population:bayes" else {"marker": style(m).marker, "ms": 5})
             lab = "Bayes risk" if m == "population:bayes" else _label(m)
             line = ok & ~is_law
-            ax.errorbar(xs[line], s["mean"][line], yerr=np.nan_to_num(s["se"][line]),
+            # the activations side by side (equal risks, e.g. at L = 1, would hide each other)
+            k = list(lines).index(m)
+            if m != "population:bayes":
+                xs_line = (xs + 0.06 * (k - (len(lines) - 1) / 2) if dim == "L"
+                           else _xjitter(xs, k, len(lines)))
+            else:
+                xs_line = xs
+            ax.errorbar(xs_line[line], s["mean"][line], yerr=np.nan_to_num(s["se"][line]),
                         color=_color(m), label=lab, capsize=2, **kw)
             law = ok & is_law
             if law.any():  # side by side, so that close values do not hide each other
@@ -306,7 +314,7 @@ def _population_vs(results: Results, dim: str) -> Figure:
             bound = ok & s["at_bound"]
             if bound.any():
                 any_bound = True
-                ax.plot(xs[bound], s["mean"][bound], "v", mfc="none", mec=_color(m), ms=11,
+                ax.plot(xs_line[bound], s["mean"][bound], "v", mfc="none", mec=_color(m), ms=11,
                         mew=1.5, zorder=4)
         if dim == "L":
             ax.set_xticks(pos, ticks)
@@ -388,8 +396,6 @@ def flagged_of(sub: xr.Dataset, theory: xr.Dataset | None = None) -> xr.DataArra
 
 def _why(sub: xr.Dataset, flagged: xr.DataArray | None = None) -> list[str]:
     """The reasons flagged cells give, with their numbers dropped (``r_hat_max > 1.01``)."""
-    import re
-
     if "reason" not in sub:
         return []
     conv = np.asarray(sub["converged"].values, float) if "converged" in sub else None
@@ -427,7 +433,11 @@ def flag_note(fig: Figure) -> str:
 
 def _suptitle(fig: Figure, title: str, **kw) -> None:
     """The figure title, with the flagged-cells note on a second line when there is one."""
+    import textwrap
+
     note = flag_note(fig)
+    if note:  # wrapped to the figure's width (about 11 characters an inch at this size)
+        note = "\n".join(textwrap.wrap(note, max(40, int(fig.get_size_inches()[0] * 11))))
     fig.suptitle(title + (f"\n{note}" if note else ""), **kw)
 
 
@@ -635,6 +645,8 @@ TRAJECTORY_PANELS = (("m_k", "m_k = k\u00b7k*/D"), ("q_k", "q_k = |k|\u00b2/D"),
                      ("m_v", "m_v = v\u00b7v*/D"), ("q_v", "q_v = |v|\u00b2/D"),
                      ("cross", "cross overlaps (z-score)"), ("test_error", "test excess error"))
 INIT_LINESTYLES = {"informed": "-", "random": "--"}
+# the two fixed points GD is compared with, apart from the activations' colours
+REPLICA_COLOR, LBFGS_COLOR = "k", "C3"
 
 
 
@@ -653,8 +665,9 @@ def gd_trajectories(results: Results) -> Figure:
     """Overlaps and test error along gradient-descent / Adam trajectories (``gd`` family):
     one row of panels per setting, line style by start (informed solid, random dashed),
     colour by activation, against the ERM fixed point at the same ``alpha`` and ``lam``: the
-    replica prediction (dotted line, band one s.e.) and L-BFGS ERM on data of the same size
-    (dash-dot, seed mean). The cross-overlap panel shows the largest of ``|k.v*|``,
+    replica prediction (black dotted line, band one s.e.) and L-BFGS ERM on the same data
+    (red dash-dot: the same seed, the statistic the dynamics verdict compares with). The
+    cross-overlap panel shows the largest of ``|k.v*|``,
     ``|v.k*|``, ``|k.v|`` in units of its finite-``D`` noise level (dashed at 4): the
     symmetric manifold is invariant under GD on the population (docs/paper.md)."""
     runs = trajectory_runs(results)
@@ -691,12 +704,14 @@ def gd_trajectories(results: Results) -> Figure:
             for ax, (var, _) in zip(axes, TRAJECTORY_PANELS, strict=False):
                 if "replica" in fp and var in fp["replica"]:
                     v, e = fp["replica"][var], fp["replica"].get(f"{var}_se", 0.0)
-                    ax.axhline(v, color=color, ls=":", lw=1.5,
-                               label=f"{act} replica fixed point")
-                    ax.axhspan(v - e, v + e, color=color, alpha=0.12, lw=0)
-                if "lbfgs" in fp and var in fp["lbfgs"]:
-                    ax.axhline(fp["lbfgs"][var], color=color, ls="-.", lw=1,
-                               label=f"{act} L-BFGS ERM (same \u03b1, \u03bb, D)")
+                    ax.axhline(v, color=REPLICA_COLOR, ls=":", lw=1.5,
+                               label=f"{act} replica fixed point (D\u2192\u221e, band 1 s.e.)")
+                    ax.axhspan(v - e, v + e, color=REPLICA_COLOR, alpha=0.12, lw=0)
+                # the statistic the verdict compares with: L-BFGS on the same data (same
+                # seed), not the mean over seeds
+                if "lbfgs_seed" in fp and var in fp["lbfgs_seed"]:
+                    ax.axhline(fp["lbfgs_seed"][var], color=LBFGS_COLOR, ls="-.", lw=1.2,
+                               label=f"{act} L-BFGS ERM on the same data (seed {r['seed']})")
         first = min((float(r["step"][1]) for r in runs if len(r["step"]) > 1), default=1.0)
         for ax, (var, lab) in zip(axes, TRAJECTORY_PANELS, strict=False):
             # early dynamics (the escape from a random start) on a log scale past one record
@@ -761,11 +776,70 @@ SAMPLER_DIAGNOSTICS = (
 )
 
 
+def _flagged_alphas(sub: xr.Dataset) -> np.ndarray:
+    """The ``alpha`` of a sampler setting whose cells (some seed) did not converge."""
+    flag = flagged_of(sub)
+    if flag is None:
+        return np.array([])
+    flag = flag.squeeze(drop=True)
+    if flag.ndim != 1 or "alpha" not in flag.dims:
+        return np.array([])
+    return flag["alpha"].values[np.asarray(flag.values, bool)]
+
+
+def _sampler_points(ax: Axes, x: np.ndarray, y: np.ndarray, e: np.ndarray, mk: str, col: str,
+                    fill: str, label: str, flagged: np.ndarray) -> bool:
+    """Seed means with their standard errors, cells that did not converge hollow grey;
+    returns whether any was flagged."""
+    ok = np.isfinite(y)
+    bad = ok & np.isin(x, flagged)
+    good = ok & ~bad
+    if good.any():
+        ax.errorbar(x[good], y[good], yerr=e[good], fmt=mk, color=col, mfc=fill, ms=7,
+                    capsize=2, label=label, ls="none")
+    if bad.any():
+        flag_label = label if label.startswith("_") else label + ": not converged (flagged)"
+        ax.errorbar(x[bad], y[bad], yerr=e[bad], fmt=mk, color=FLAG_COLOR, mfc="none",
+                    mec=FLAG_COLOR, mew=1.5, ms=7, capsize=2, label=flag_label, ls="none")
+    return bool(bad.any())
+
+
+def _nishimori_band(ax: Axes, sub: xr.Dataset) -> None:
+    """Two standard deviations of ``m - q`` that the Nishimori identity allows at the seed-mean
+    overlaps (as the Nishimori verdict computes them: ``sqrt(q (1 - m + 2 sqrt(2/D)) / D)``,
+    the larger of ``k`` and ``v``)."""
+    if "D" not in sub.coords:
+        return
+    D = float(np.asarray(sub["D"].values).ravel()[0])
+    sds = []
+    for a in ("k", "v"):
+        if f"m_{a}" not in sub or f"q_{a}" not in sub:
+            continue
+        m, _ = seed_stats(sub[f"m_{a}"])
+        q, _ = seed_stats(sub[f"q_{a}"])
+        m, q = m.squeeze(drop=True), q.squeeze(drop=True)
+        if m.ndim != 1 or "alpha" not in m.dims:
+            continue
+        var = np.maximum(1.0 - m.values + 2.0 * math.sqrt(2.0 / D), 0.0)
+        sds.append(np.sqrt(np.maximum(q.values, 0.0) * var / D))
+    if not sds:
+        return
+    x = m["alpha"].values
+    sd = np.nanmax(np.vstack(sds), axis=0)
+    ok = np.isfinite(sd)
+    if ok.sum() >= 1:
+        ax.fill_between(x[ok], 0.0, 2.0 * sd[ok], color="C2", alpha=0.18, lw=0, step="mid",
+                        label="expected scatter of |m \u2212 q| (2 s.d., Nishimori)")
+
+
 def sampler_diagnostics(results: Results) -> Figure:
     """R-hat (per start, and pooled over starts), bulk and tail ESS per gradient evaluation,
     divergent transitions and the Nishimori gap of ``bayes_sampling`` against ``alpha``: one
-    row per setting, marker by start (teacher square, random circle, anneal triangle); the
-    R-hat panel marks the 1.01 threshold of the convergence verdict."""
+    row per setting, marker by start (teacher square, random circle, anneal triangle), each
+    the mean over seeds with its standard error (seeds summarised, not drawn over each
+    other); the R-hat panel marks the 1.01 threshold of the convergence verdict, the
+    Nishimori panel the scatter the identity allows; cells that did not converge hollow
+    grey."""
     ds, methods, sels = _sampler_panels(results)
     rows = []
     for sel in sels:
@@ -775,11 +849,13 @@ def sampler_diagnostics(results: Results) -> Figure:
     if not rows:
         raise NothingToPlot("no bayes_sampling setting has results")
     cols = len(SAMPLER_DIAGNOSTICS)
-    fig = Figure(figsize=(4.0 * cols, 3.3 * len(rows) + 1.2), layout="constrained")
+    fig = Figure(figsize=(4.0 * cols, 3.3 * len(rows) + 1.4), layout="constrained")
     axes_all = fig.subplots(len(rows), cols, squeeze=False)
     drawn: list[Axes] = []
     for (sel, sub), axes in zip(rows, axes_all, strict=True):
         starts = sampler_starts_of(sub)
+        flagged = _flagged_alphas(sub)
+        any_flag = False
         for ax, (var, lab, scale) in zip(axes, SAMPLER_DIAGNOSTICS, strict=True):
             for j, start in enumerate(starts):
                 mk, col = START_STYLE.get(start, ("D", "C4"))
@@ -792,23 +868,26 @@ def sampler_diagnostics(results: Results) -> Figure:
                         for s, fill, name in ((bulk, col, f"{start} start"),
                                               (tail, "white", "_tail")):
                             if s is not None:
-                                series.append((s[0], s[1] / grads[1], fill, name))
+                                series.append((s[0], s[1] / grads[1], s[2] / grads[1], fill,
+                                               name))
                 else:
                     s = _start_series(sub, start, var)
                     if s is not None:
-                        series.append((s[0], s[1], col, f"{start} start"))
-                for x, y, fill, label in series:
-                    ok = np.isfinite(y)
-                    ax.plot(_xjitter(x, j, len(starts))[ok], y[ok], mk, color=col, mfc=fill,
-                            ms=7, label=label, ls="none")
+                        series.append((s[0], s[1], s[2], col, f"{start} start"))
+                for x, y, e, fill, label in series:
+                    any_flag |= _sampler_points(ax, _xjitter(x, j, len(starts)), y, e, mk,
+                                                col, fill, label, _xjitter(flagged, j,
+                                                                           len(starts)))
             if var == "r_hat_max":
                 if "r_hat_max_pooled" in sub:
-                    mean, _ = seed_stats(sub["r_hat_max_pooled"])
-                    mean = mean.squeeze(drop=True)
+                    mean, sem = seed_stats(sub["r_hat_max_pooled"])
+                    mean, sem = mean.squeeze(drop=True), sem.squeeze(drop=True)
                     if mean.ndim == 1 and _finite(mean):
                         ok = np.isfinite(mean.values)
-                        ax.plot(mean["alpha"].values[ok], mean.values[ok], "*", color="C4",
-                                ms=11, label="pooled over all starts", ls="none")
+                        ax.errorbar(mean["alpha"].values[ok], mean.values[ok],
+                                    yerr=np.nan_to_num(sem.values)[ok], fmt="*", color="C4",
+                                    ms=11, capsize=2, label="pooled over all starts",
+                                    ls="none")
                 ax.axhline(1.01, color="r", ls="--", lw=1, label="R-hat threshold 1.01")
             if var == "divergences":
                 top = max([1.0] + [float(np.nanmax(ln.get_ydata())) for ln in ax.lines
@@ -816,29 +895,33 @@ def sampler_diagnostics(results: Results) -> Figure:
                 ax.set_ylim(-0.05 * top - 0.2, 1.1 * top + 0.2)
                 ax.yaxis.set_major_locator(MaxNLocator(integer=True))
             if var == "nishimori_gap":
+                _nishimori_band(ax, sub)
                 ax.axhline(0.0, color="0.5", lw=0.8)
-            if scale == "log" or (scale == "auto" and any(
-                    np.nanmax(ln.get_ydata()) > 1.5 for ln in ax.lines
-                    if np.isfinite(ln.get_ydata()).any())):
+            if scale in ("log", "auto"):
                 _plain_log(ax)
             ax.set_xlabel("sample ratio \u03b1")
             ax.set_ylabel(lab)
             ax.set_title(title_of(sel), fontsize=9)
             ax.grid(alpha=0.3)
             drawn.append(ax)
+        if any_flag:
+            _note_flagged(axes[0], "bayes_sampling", _why(sub))
     _legend_below(fig, drawn, [
         Line2D([], [], ls="none", marker="s", color="0.4", label="ESS: filled bulk, open tail",
                mfc="0.4"),
     ])
-    fig.suptitle("NUTS health against the sample ratio \u03b1")
+    _suptitle(fig, "NUTS health against the sample ratio \u03b1 (seed means \u00b1 1 s.e.)")
     return fig
 
 
 def sampler_starts(results: Results) -> Figure:
     """Test excess error of the posterior mean from each start (teacher, random, anneal)
     against ``alpha``, one column per setting, over the Bayes-optimal state evolution (both
-    branches, hard window shaded); below, the mean log-likelihood gap per sample (teacher
-    start minus the worst other start) and the pooled R-hat: where a start is trapped."""
+    branches, hard window shaded), every point with its error bar (the seed spread, or with
+    one seed the teacher start's test-set error: the same test set); below, the mean
+    log-likelihood gap per sample (teacher start minus the worst other start) with its error
+    bar over seeds, on an axis of at least +-0.05 nats/sample so that noise does not look
+    like a gap, and the pooled R-hat: where a start is trapped."""
     ds, methods, sels = _sampler_panels(results)
     cols = []
     for sel in sels:
@@ -850,36 +933,52 @@ def sampler_starts(results: Results) -> Figure:
         raise NothingToPlot("no bayes_sampling cell ran more than one start (option init = "
                             "'teacher,random,anneal')")
     tb = groups(results).get("theory_bayes")
-    fig = Figure(figsize=(max(5.5 * len(cols), MIN_WIDTH), 7.6), layout="constrained")
+    fig = Figure(figsize=(max(5.5 * len(cols), MIN_WIDTH), 7.8), layout="constrained")
     axes = fig.subplots(2, len(cols), squeeze=False, height_ratios=(2.0, 1.0))
     for j, (sel, sub, starts) in enumerate(cols):
         ax, ax2 = axes[0, j], axes[1, j]
-        se = state_evolution(select(tb, sel)) if tb is not None and select(tb, sel) is not \
-            None else None
+        tsub = select(tb, sel) if tb is not None else None
+        se = _with_flags(state_evolution(tsub), tsub) if tsub is not None else None
         if se is not None:
             _draw_state_evolution(ax, se)
+        flagged = _flagged_alphas(sub)
+        main = _start_series(sub, starts[0], "test_error")
+        any_flag = False
         for i, start in enumerate(starts):
             s = _start_series(sub, start, "test_error")
             if s is None:
                 continue
+            x, y, e = s
+            if start != starts[0] and main is not None and not np.any(e > 0):
+                # one seed: the other starts' error bar is the main start's test-set error
+                # (the same test set and estimator)
+                e = np.interp(x, main[0], main[2])
             mk, col = START_STYLE.get(start, ("D", "C4"))
-            ok = np.isfinite(s[1])
-            ax.errorbar(_xjitter(s[0], i, len(starts))[ok], s[1][ok],
-                        yerr=s[2][ok] if start == starts[0] else None, fmt=mk, color=col,
-                        ms=7, capsize=3, label=f"NUTS posterior mean, {start} start", zorder=4)
+            any_flag |= _sampler_points(ax, _xjitter(x, i, len(starts)), y, e, mk, col, col,
+                                        f"NUTS posterior mean, {start} start",
+                                        _xjitter(flagged, i, len(starts)))
+        if any_flag:
+            _note_flagged(ax, "bayes_sampling", _why(sub))
         ax.set_xlabel("sample ratio \u03b1")
         ax.set_ylabel("test excess error")
         ax.set_title(title_of(sel), fontsize=10)
         ax.grid(alpha=0.3)
-        for var, mk, col, lab in (("log_lik_gap", "o", "C0",
-                                   "log-likelihood gap, teacher minus other start"),):
-            if var in sub:
-                mean, _ = seed_stats(sub[var])
-                mean = mean.squeeze(drop=True)
-                if mean.ndim == 1 and _finite(mean):
-                    ok = np.isfinite(mean.values)
-                    ax2.plot(mean["alpha"].values[ok], mean.values[ok], mk, color=col, ms=7,
-                             label=lab, ls="none")
+        top = 0.05
+        if "log_lik_gap" in sub:
+            mean, sem = seed_stats(sub["log_lik_gap"])
+            mean, sem = mean.squeeze(drop=True), sem.squeeze(drop=True)
+            if mean.ndim == 1 and _finite(mean):
+                ok = np.isfinite(mean.values)
+                n = int(sub["log_lik_gap"].notnull().sum("seed").max()) if "seed" in \
+                    sub["log_lik_gap"].dims else 1
+                e = np.nan_to_num(sem.values)
+                ax2.errorbar(mean["alpha"].values[ok], mean.values[ok], yerr=e[ok], fmt="o",
+                             color="C0", ms=7, capsize=3, ls="none",
+                             label="log-likelihood gap, teacher minus other start"
+                             + (" (1 seed: no error bar)" if n < 2 else
+                                f" (mean \u00b1 s.e. of {n} seeds)"))
+                top = max(top, 1.3 * float(np.nanmax(np.abs(mean.values[ok]) + e[ok])))
+        ax2.set_ylim(-top, top)
         ax2.axhline(0.0, color="0.5", lw=0.8)
         if se is not None:
             for lo, hi in hard_windows(se["alpha"], np.nan_to_num(se["hard"])):
@@ -889,7 +988,7 @@ def sampler_starts(results: Results) -> Figure:
         ax2.set_ylabel("log-lik gap (nats/sample)")
         ax2.grid(alpha=0.3)
     _legend_below(fig, axes.ravel())
-    fig.suptitle("Teacher, random and annealed NUTS starts against the state evolution")
+    _suptitle(fig, "Teacher, random and annealed NUTS starts against the state evolution")
     return fig
 
 
@@ -930,12 +1029,61 @@ def _elements(ax: Axes, renderer) -> list:
     return boxes
 
 
+_FIXED = re.compile(r"^[-\u2212]?\d*\.\d+$")
+_CAPS = {"_", "|", "None", "none", "", " ", ",", "."}
+
+
+def _tick_problems(name: str, ax: Axes) -> list[str]:
+    """A log axis with fewer than two tick labels; fixed-decimal tick labels spanning three
+    decades or more (0.00005 ... 0.05: unreadable)."""
+    out = []
+    for which, axis in (("x", ax.xaxis), ("y", ax.yaxis)):
+        texts = [t.get_text().strip() for t in _drawn_ticklabels(axis)]
+        texts = [t for t in texts if t]
+        if axis.get_scale() == "log" and len(texts) < 2:
+            out.append(f"{name}: log {which} axis with {len(texts)} tick label(s)")
+        fixed = [abs(float(t.replace("\u2212", "-"))) for t in texts if _FIXED.match(t)]
+        fixed = [v for v in fixed if v > 0]
+        if len(fixed) >= 2 and max(fixed) / min(fixed) >= 1000.0:
+            out.append(f"{name}: fixed-decimal {which} tick labels span three decades or more "
+                       f"({min(fixed):g} to {max(fixed):g})")
+    return out
+
+
+def _marker_problems(name: str, ax: Axes) -> list[str]:
+    """Filled markers drawn on top of each other (closer than a third of their size): seeds or
+    series that hide each other."""
+    pts = []
+    dpi = ax.figure.dpi
+    for ln in ax.lines:
+        mk = ln.get_marker()
+        if not ln.get_visible() or (isinstance(mk, str) and mk in _CAPS) or mk is None:
+            continue
+        if str(ln.get_markerfacecolor()).lower() == "none":
+            continue  # hollow overlays (bounds, flags) are meant to sit on a point
+        xy = np.column_stack([np.asarray(ln.get_xdata(), float),
+                              np.asarray(ln.get_ydata(), float)])
+        xy = xy[np.isfinite(xy).all(axis=1)]
+        if not len(xy):
+            continue
+        disp = ax.transData.transform(xy)
+        size = ln.get_markersize() * dpi / 72.0
+        pts += [(p, size, id(ln)) for p in disp]
+    for i in range(len(pts)):
+        for j in range(i + 1, len(pts)):
+            (p, s1, _), (q, s2, _) = pts[i], pts[j]
+            if float(np.hypot(*(p - q))) < min(s1, s2) / 3.0:
+                return [f"{name}: markers drawn on top of each other (jitter or summarise)"]
+    return []
+
+
 def legibility_problems(fig: Figure) -> list[str]:
     """What makes a figure hard to read once laid out (drawn on an Agg canvas): a visible
     panel without an x or y label; a title, axis label or tick label of one panel over
     another panel's plot area or text; a panel, legend or title outside the figure or over a
-    panel; labelled artists with no legend. Returns one sentence per problem (empty:
-    legible)."""
+    panel; labelled artists with no legend; a log axis with fewer than two tick labels;
+    fixed-decimal tick labels spanning three decades; filled markers on top of each other.
+    Returns one sentence per problem (empty: legible)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     canvas = FigureCanvasAgg(fig)
@@ -955,6 +1103,7 @@ def legibility_problems(fig: Figure) -> list[str]:
         if not _inside(ax.get_tightbbox(renderer), outer):
             problems.append(f"{name}: outside the figure")
         panels.append((name, _elements(ax, renderer)))
+        problems += _tick_problems(name, ax) + _marker_problems(name, ax)
         labelled |= any(not lab.startswith("_") for lab in ax.get_legend_handles_labels()[1])
     for i, (n1, e1) in enumerate(panels):
         for n2, e2 in panels[i + 1:]:
