@@ -623,3 +623,34 @@ def test_flagged_cells_are_drawn_hollow_grey_with_their_own_entry():
     assert "not converged" not in fig._suptitle.get_text()
     assert not any(c.get_label().endswith("(flagged)") for ax in fig.axes
                    for c in ax.containers)
+
+
+def test_figures_draw_what_their_verdicts_compare(tree):
+    """Case 5: the GD figure's L-BFGS line is the same-seed value the dynamics verdict
+    compares with (it was the seed mean), in a colour of its own; every start in
+    sampler_starts has an error bar and the log-lik gap sits on an axis of at least +-0.05;
+    the Nishimori panel carries its expected-scatter band; every finite-sample panel has the
+    Bayes-risk line, computed when the results lack population:bayes there."""
+    from bayesslr.report.figures import LBFGS_COLOR, REPLICA_COLOR, fixed_points, trajectory_runs
+
+    run = trajectory_runs(tree)[0]
+    same = fixed_points(tree, run)["lbfgs_seed"]
+    fig = FIGURES["gd_trajectories"](tree)
+    ax = fig.axes[0]  # m_k
+    lb = [ln for ln in ax.lines if "L-BFGS ERM on the same data" in ln.get_label()]
+    assert lb and lb[0].get_ydata()[0] == pytest.approx(same["m_k"])
+    rep = [ln for ln in ax.lines if "replica" in ln.get_label()]
+    assert lb[0].get_color() == LBFGS_COLOR and rep[0].get_color() == REPLICA_COLOR
+    fig = FIGURES["sampler_starts"](tree)
+    top, bottom = fig.axes[0], fig.axes[1]
+    starts = [c for c in top.containers if "start" in c.get_label()]
+    assert len(starts) >= 3 and all(c.has_yerr for c in starts)
+    lo, hi = bottom.get_ylim()
+    assert lo <= -0.05 and hi >= 0.05
+    fig = FIGURES["sampler_diagnostics"](tree)
+    assert any("expected scatter" in c.get_label() for ax in fig.axes for c in ax.collections)
+    no_pop = synthetic(("theory_bayes", "theory_erm", "erm"))
+    fig = FIGURES["error_vs_alpha"](no_pop)
+    for ax in fig.axes:
+        assert any(ln.get_label().startswith("Bayes risk") and "computed by the report"
+                   in ln.get_label() for ln in ax.lines)
