@@ -461,7 +461,8 @@ def finite_sample_claims(results: Results) -> list[Verdict]:
     out.append(ordering(("theory_bayes", "theory_erm:softmax", "theory_erm:linear"),
                         "D\u2192\u221e theory: state evolution, replica at the \u03bb run"))
     out.append(ordering(("bayes_sampling", "erm:softmax", "erm:linear"),
-                        "finite D: NUTS, L-BFGS ERM at tuned \u03bb, largest D"))
+                        "finite D: NUTS, L-BFGS ERM at the \u03bb chosen without the test "
+                        "data, largest D"))
 
     # ERM -> replica as D grows, at the replica's lam
     full = finite_sample_table(results, all_lams=True)
@@ -484,7 +485,9 @@ def finite_sample_claims(results: Results) -> list[Verdict]:
                     f" ({s.seeds} seed{'s' if s.seeds > 1 else ''})" for _, s in same.iterrows()]
             last = same.iloc[-1]
             st = equal(last.test_error, last.se, r.test_error, r.se, last.dof, r.dof)
-            lam = f"\u03bb={r.lam}" if r.lam not in TUNED_LAMS else "\u03bb tuned"
+            erm_lams = "/".join(dict.fromkeys(same.lam.astype(str)))
+            lam = (f"\u03bb={r.lam}" if r.lam not in TUNED_LAMS else
+                   f"optimal \u03bb (replica; ERM \u03bb={erm_lams})")
             pts.append((st, f"{act} {_setting(r, alpha=True)} {lam}: replica "
                             f"{pm(r.test_error, r.se)}, ERM minus replica " + ", ".join(gaps)))
     out.append(_verdict("L-BFGS ERM (informed start) agrees with the replica prediction at the "
