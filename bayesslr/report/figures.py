@@ -181,7 +181,9 @@ def _plain_log(ax: Axes, axis: str = "y") -> bool:
     vals = []
     for ln in ax.lines:
         d = np.asarray(ln.get_ydata() if axis == "y" else ln.get_xdata(), float)
-        vals += d[np.isfinite(d) & (d > 0)].tolist()
+        if (d[np.isfinite(d)] <= 0).any():
+            return False  # a value a log axis cannot show
+        vals += d[np.isfinite(d)].tolist()
     if vals:
         lo, hi = min(vals), max(vals)
     if not (lo > 0 and math.isfinite(hi)) or hi / lo < 4.0:
@@ -239,10 +241,15 @@ def population_series(results: Results, dim: str
             mean, sem = _collapse(mean.squeeze(drop=True), sem.squeeze(drop=True), keep=dim)
             bound, _ = stats_of(one, "at_bound")
             bound, _ = _collapse(bound.squeeze(drop=True), bound.squeeze(drop=True), keep=dim)
+            conv, _ = stats_of(one, "converged")
+            conv, _ = _collapse(conv.squeeze(drop=True), conv.squeeze(drop=True), keep=dim)
             if mean.ndim == 1 and int(np.isfinite(mean.values).sum()) >= 2:
                 lines[m] = {"x": mean[dim].values, "mean": mean.values, "se": sem.values,
                             "at_bound": np.nan_to_num(bound.values) > 0.5
-                            if bound.ndim == 1 else np.zeros(mean.shape, bool)}
+                            if bound.ndim == 1 else np.zeros(mean.shape, bool),
+                            "flagged": np.asarray(conv.values < 0.5, bool)
+                            if conv.ndim == 1 and conv.shape == mean.shape
+                            else np.zeros(mean.shape, bool)}
         if lines:
             out.append((sel, lines))
     return out
@@ -299,12 +306,19 @@ def _population_vs(results: Results, dim: str) -> Figure:
             # the activations side by side (equal risks, e.g. at L = 1, would hide each other)
             k = list(lines).index(m)
             if m != "population:bayes":
-                xs_line = (xs + 0.06 * (k - (len(lines) - 1) / 2) if dim == "L"
-                           else _xjitter(xs, k, len(lines)))
+                off = k - (len(lines) - 1) / 2
+                xs_line = xs + 0.06 * off if dim == "L" else xs * 1.06 ** off
             else:
                 xs_line = xs
-            ax.errorbar(xs_line[line], s["mean"][line], yerr=np.nan_to_num(s["se"][line]),
-                        color=_color(m), label=lab, capsize=2, **kw)
+            cont = ax.errorbar(xs_line[line], s["mean"][line],
+                               yerr=np.nan_to_num(s["se"][line]), color=_color(m), label=lab,
+                               capsize=2, **kw)
+            bad = line & s["flagged"]
+            if bad.any():  # the optimiser did not converge there: a hollow grey marker instead
+                cont.lines[0].set_markevery([i for i, b in enumerate(bad[line]) if not b])
+                _draw_flagged(ax, xs_line[bad], s["mean"][bad], np.nan_to_num(s["se"][bad]),
+                              style(m).marker if m != "population:bayes" else "o", lab, ms=6)
+                _note_flagged(ax, "population", ["optimiser not converged"])
             law = ok & is_law
             if law.any():  # side by side, so that close values do not hide each other
                 shift = 0.12 * (list(lines).index(m) - (len(lines) - 1) / 2)
@@ -326,6 +340,8 @@ def _population_vs(results: Results, dim: str) -> Figure:
         ax.set_ylabel("population excess risk")
         if dim == "nu" and all(np.nanmin(s["mean"]) > 0 for s in lines.values()):
             _plain_log(ax)
+        if dim == "nu":  # nu from 0.25 to 10: a log axis spreads the small values apart
+            _plain_log(ax, "x")
         ax.set_title(title_of(sel), fontsize=10)
         ax.grid(alpha=0.3)
     bound = Line2D([], [], ls="none", marker="v", mfc="none", mec="0.3", ms=9,
@@ -333,7 +349,7 @@ def _population_vs(results: Results, dim: str) -> Figure:
     extra = [bound] if any_bound else []
     _legend_below(fig, axes, extra)
     what = "signal strength \u03bd" if dim == "nu" else "sequence length L"
-    fig.suptitle(f"Population excess risk against {what}")
+    _suptitle(fig, f"Population excess risk against {what}")
     return fig
 
 
