@@ -20,8 +20,8 @@
 #
 # **The paper's claims.** Softmax attention trained by ERM approaches the Bayes-optimal error
 # and beats linear attention at every α (its finite-sample figure: replica curves for softmax
-# and linear at λ tuned per α, ERM markers at sqrt(ND) = 10⁴, the Bayes-optimal curve of the
-# state evolution, which decreases to the Bayes risk as α → ∞). The paper notes disagreement
+# and linear at the optimal λ per α, ERM markers at sqrt(ND) = 10⁴, the Bayes-optimal curve of
+# the state evolution, which decreases to the Bayes risk as α → ∞). The paper notes disagreement
 # between theory and simulation at low signal and low regularisation. What the paper could
 # not show and this suite adds: the Bayes-optimal estimator *computed* on the data (NUTS
 # posterior mean, with the oracle that knows the teacher on the same test set), and ERM at two
@@ -32,6 +32,8 @@
 # smaller D is lighter and smaller. The dotted horizontal line is the Bayes risk (α → ∞).
 # Where the state evolution has two fixed points the informed and uninformed branches are
 # drawn and the hard window (the uninformed start misses the Bayes-optimal branch) is shaded.
+# A hollow grey marker is a cell whose method did not converge (the title says why): read it
+# as flagged, not as a measurement.
 
 # %%
 from bayesslr.report import claims, show, tables
@@ -52,8 +54,10 @@ show.figure("error_vs_alpha", tree)
 # ## The numbers
 #
 # Every point of the figure: seed mean of the test excess error, its standard error and the
-# number of seeds; for ERM the λ chosen at each α (the lowest seed-averaged test error of the
-# grid run). `size` is `inf` for the theories.
+# number of seeds; for ERM the λ chosen at each α without the test data: `validation` or
+# `replica` where the cell chose it itself, else the λ of the grid at which the replica theory
+# is lowest (never the lowest *test* error, which would flatter ERM). `size` is `inf` for the
+# theories.
 
 # %%
 show.table(tables.finite_sample_table(tree) if tree is not None else None,

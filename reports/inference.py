@@ -22,24 +22,34 @@
 # gradient evaluations: NUTS, HMC, the explicit-location Gibbs sampler, mean-field and low-rank
 # VI, MAP and BlackJAX's tempered SMC (the `inference` family), with ERM and GAMP beside them.
 #
-# Parameter: `BAYESSLR_RESULTS`, a results directory of `bayesslr run --preset inference-quick`
-# (or `--preset inference`); default `results/inference-quick`.
+# Parameter: `results`, a results directory of `bayesslr run --preset inference-quick` (or
+# `--preset inference`; both need the BlackJAX extra, `pip install -e '.[blackjax]'` in the
+# source checkout); `bayesslr report RESULTS --notebooks` sets it, and runs this notebook only
+# when the results hold the inference benchmark. Without one, only the stored reference tasks
+# are shown.
 
 # %%
-import os
-
 from IPython.display import display
 
+from bayesslr.core.extras import install_hint
+from bayesslr.report import show  # first: it silences the kernel's tqdm IProgress warning
 from bayesslr.report import inference as rep
 from bayesslr.report.figures import NothingToPlot
 
-results = os.environ.get("BAYESSLR_RESULTS", "results/inference-quick")
-try:
-    df = rep.tidy(results)
-except NothingToPlot as why:
-    df = None
-    print(f"no inference results in {results!r} ({why}); run "
-          "`bayesslr run --preset inference-quick` and point BAYESSLR_RESULTS at it")
+# %% tags=["parameters"]
+results = show.results_parameter()
+
+# %%
+df = None
+if results:
+    try:
+        df = rep.tidy(results)
+    except NothingToPlot as why:
+        print(f"No inference results in {results!r} ({why}): run `bayesslr run --preset "
+              f"inference-quick --out DIR` (needs the blackjax extra: "
+              f"{install_hint('blackjax')}) and give DIR.")
+else:
+    print("No results directory was given: the stored reference tasks only.")
 
 # %% [markdown]
 # ## The ground truth

@@ -33,8 +33,10 @@
 # |k| → ∞ (softmax on max-SLR with ν = ∞), the value is an upper bound on the infimum and is
 # marked with an open triangle.
 #
-# The results directory is the parameter `results` (environment variable `BAYESSLR_RESULTS`,
-# default `results/quick`); `bayesslr report RESULTS --notebooks` sets it.
+# The results directory is the parameter `results` (environment variable `BAYESSLR_RESULTS`);
+# `bayesslr report RESULTS --notebooks` sets it. A directory given that holds no results is an
+# error; with none given, `results/quick` if it exists, else the shipped reference results
+# (every figure from them is titled "shipped reference").
 
 # %%
 from bayesslr.report import claims, show, tables

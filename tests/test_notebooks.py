@@ -15,6 +15,7 @@ import re
 import pytest
 import xarray as xr
 from conftest import run_cli
+from test_report import equal_sides
 
 from bayesslr.report.claims import CLAIMS, STATUSES
 from bayesslr.report.figures import THEMES
@@ -104,6 +105,17 @@ def test_notebooks_execute_and_export(report, capsys):
     index = (figs / "index.html").read_text(encoding="utf-8")
     for name in ORDER:
         assert f'href="{name}.html"' in index
+    # issue 21, the README's main command: no notebook without figures (the inference notebook,
+    # whose data these results do not hold, is left out with one line why), and verdicts.txt
+    # with no comparison whose two printed sides are equal
+    ran = re.findall(r"^notebook (\w+): \S+\.html \((\d+) figures", out, re.M)
+    assert ran and all(int(n) > 0 for _, n in ran), out
+    assert "inference" not in {name for name, _ in ran}
+    assert re.search(r"^notebook inference: not run, the results hold no inference benchmark "
+                     r".*pip install -e '\.\[blackjax\]'", out, re.M), out
+    assert "Notebooks left out" in index and not (figs / "inference.html").exists()
+    lines = (figs / "verdicts.txt").read_text(encoding="utf-8").splitlines()
+    assert not equal_sides(lines)
     assert index.count("[holds]") + index.count("[does not hold]") + index.count(
         "[not enough data]") >= sum(len(CLAIMS[n](_tree(report))) for n in ORDER)
 

@@ -130,3 +130,100 @@ def test_shipped_cells_recompute(method, setting):
     out = bayesslr.run_cell(cell)
     tol = 4 * math.hypot(se, out["stderr"])
     assert abs(out["test_error"] - value) < tol, (out["test_error"], value, tol)
+
+
+# ---- issue 21, case 4: a mistyped path is an error, the reference says what it is ----------
+def test_explicit_path_without_results_is_an_error(packaged, monkeypatch, tmp_path, capsys):
+    """BAYESSLR_RESULTS=/no/such/dir used to print 'No results at ...' and then show the
+    shipped reference as if it were the user's; now it is one ConfigError, and the command
+    exits 2."""
+    monkeypatch.setenv("BAYESSLR_RESULTS", str(tmp_path / "no" / "such"))
+    with pytest.raises(ConfigError, match="holds no results"):
+        show.open_results(show.results_parameter())
+    assert "shipped reference" not in capsys.readouterr().out
+    code, _, err = run_cli(["report", str(tmp_path / "no" / "such")], capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1
+
+
+def test_reference_figures_say_shipped_reference(packaged, monkeypatch, tmp_path):
+    """Only with no path given is the reference shown, and every figure drawn from it says
+    'shipped reference' in its title (files and notebooks alike); the user's results do not."""
+    from bayesslr.report import write_report
+    from bayesslr.report.figures import FIGURES, NothingToPlot, draw
+
+    monkeypatch.delenv("BAYESSLR_RESULTS", raising=False)
+    monkeypatch.chdir(tmp_path)  # no results/quick here
+    tree = show.open_results(show.results_parameter())
+    drawn = 0
+    for name in FIGURES:
+        try:
+            fig = draw(name, tree)
+        except NothingToPlot:
+            continue
+        drawn += 1
+        assert "(shipped reference)" in fig._suptitle.get_text(), name
+    assert drawn >= 2
+    own = xr.DataTree(tree.to_dataset(), children={k: tree[k] for k in tree.children})
+    own.attrs.pop("reference")
+    fig = draw("population_vs_nu", own)
+    assert "shipped reference" not in fig._suptitle.get_text()
+    written, _ = write_report(tree, tmp_path / "figs", formats=("png",), dpi=30)
+    assert written
+
+
+# ---- issue 20, item 2: the certificate, computed from the file ------------------------------
+def _with_cells(tree, recs, revision, old_erm=0):
+    """The synthetic tree with a ``cells`` group as a sweep writes it (method, its code
+    version, status, settings), ``old_erm`` erm cells at an older code version."""
+    import numpy as np
+
+    from bayesslr.registry import get_method
+
+    rows = [r for fam in ("bayes_sampling", "erm") for r in recs[fam]]
+    versions = []
+    n_old = 0
+    for r in rows:
+        v = get_method(r.cell.method).version
+        if r.cell.method.startswith("erm") and n_old < old_erm:
+            v, n_old = str(int(v) - 2), n_old + 1
+        versions.append(v)
+    settings = [json.dumps({"method": r.cell.method, "D": r.cell.D, "sqrtND": r.cell.sqrtND,
+                            "seed": r.cell.seed, "alpha": r.cell.alpha}) for r in rows]
+    cells = xr.Dataset({"method": ("cell", [r.cell.method for r in rows]),
+                        "method_version": ("cell", versions),
+                        "status": ("cell", ["ok"] * len(rows)),
+                        "settings": ("cell", settings)},
+                       coords={"cell": np.arange(len(rows))})
+    out = xr.DataTree(xr.Dataset(attrs={"git_revision": revision}),
+                      children={**{k: tree[k] for k in ("bayes_sampling", "erm")},
+                                "cells": xr.DataTree(cells)})
+    return out
+
+
+@pytest.mark.parametrize("revision, old_erm", [("abc123-dirty", 2), ("abc123", 0)])
+def test_certificate_is_computed_from_the_file(revision, old_erm, tmp_path, monkeypatch):
+    """load_reference() reports revision, cleanliness, code versions against this code's, the
+    converged fraction and the sizes of each family, each read from the file: change the file
+    and the certificate changes with it."""
+    from test_report import synthetic_records
+
+    from bayesslr.registry import get_method
+
+    recs = synthetic_records()
+    tree = _with_cells(synthetic(("bayes_sampling", "erm")), recs, revision, old_erm)
+    path = tmp_path / "reference.nc"
+    tree.to_netcdf(path, engine="h5netcdf")
+    monkeypatch.setattr(reference, "reference_path", lambda: path)
+    cert = json.loads(reference.load_reference().attrs["certificate"])
+    assert cert == reference.certificate(xr.open_datatree(path, engine="h5netcdf").load())
+    assert cert["revision"] == revision and cert["clean"] == (old_erm == 0)
+    n_erm = len(recs["erm"])
+    erm, bs_ = cert["families"]["erm"], cert["families"]["bayes_sampling"]
+    cur = get_method("erm:softmax").version
+    assert erm["current_version"] == cur and erm["cells"] == n_erm
+    assert erm["at_current_version"] == pytest.approx((n_erm - old_erm) / n_erm)
+    assert erm["versions"].get(str(int(cur) - 2), 0) == old_erm
+    assert erm["D"] == [100, 400] and erm["seeds"] == 2
+    # the synthetic alpha = 5 sampler cell did not converge (its starts disagree)
+    assert bs_["converged"] == pytest.approx(0.5) and bs_["D"] == [50]
+    assert cert["certified"] is False  # a non-converged sampler cell is never certified

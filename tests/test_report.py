@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import math
+import re
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -21,7 +23,7 @@ from matplotlib.figure import Figure
 from bayesslr.registry import Cell, get_method
 from bayesslr.report import FIGURES, NothingToPlot, all_verdicts, tables, write_report
 from bayesslr.report import claims as C
-from bayesslr.report.figures import curve, legibility_problems, sizes_of
+from bayesslr.report.figures import legibility_problems, sizes_of
 from bayesslr.sweep.dataset import family_dataset
 from bayesslr.sweep.storage import CellRecord, normalize_outputs
 
@@ -105,15 +107,15 @@ def synthetic_records() -> dict[str, list[CellRecord]]:
         out = {"test_error": te, "stderr": 0.01, "oracle_error": b3,
                "excess_over_oracle": te - b3, "excess_over_oracle_stderr": 0.01,
                "m_k": 0.8, "q_k": 0.79, "m_v": 0.95, "q_v": 0.95, "nishimori_gap": 0.01,
-               "r_hat_max": 1.005, "ess_bulk_min": 400.0, "ess_tail_min": 300.0,
+               "r_hat_max": 1.001, "ess_bulk_min": 2000.0, "ess_tail_min": 1500.0,
                "divergences": 0.0, "grad_evals": 20000.0, "chains": 2.0, "init": inits[0],
                "converged": True, "reason": "converged"}
         if len(inits) > 1:
             out.update({"random_test_error": te + 0.3, "random_r_hat_max": 1.2,
                         "random_ess_bulk_min": 50.0, "random_ess_tail_min": 40.0,
                         "random_divergences": 3.0, "random_grad_evals": 30000.0,
-                        "anneal_test_error": te + 0.005, "anneal_r_hat_max": 1.01,
-                        "anneal_ess_bulk_min": 300.0, "anneal_ess_tail_min": 200.0,
+                        "anneal_test_error": te + 0.005, "anneal_r_hat_max": 1.0103,
+                        "anneal_ess_bulk_min": 300.0, "anneal_ess_tail_min": 220.0,
                         "anneal_divergences": 0.0, "anneal_grad_evals": 40000.0,
                         "log_lik_gap": 2.0, "r_hat_max_pooled": 3.0, "disagreement": 0.2,
                         "converged": False, "reason": "starts disagree: pooled r_hat 3 > 1.01"})
@@ -193,12 +195,53 @@ def test_legibility_check_can_fail():
     del b
 
 
-def test_lam_is_tuned_per_alpha(tree):
+def _erm_points(fig, label):
+    """(x, y) of the markers a figure draws under ``label`` (errorbar data lines)."""
+    for ax in fig.axes:
+        for c in ax.containers:
+            if c.get_label() == label:
+                x, y = c.lines[0].get_data()
+                return np.asarray(x), np.asarray(y)
+    raise AssertionError(f"no {label!r} in the figure")
+
+
+def test_erm_lam_is_the_replica_choice_not_the_test_optimum():
+    """Issue 21, case 2: at each alpha the figure's and the table's ERM points sit at the lam
+    the replica theory prefers (theory_erm:softmax runs lam = 0.3 only), even where another
+    lam of the grid has the lower *test* error (lam = 1 made 0.2 better here); the old code
+    took the test-error minimum."""
+    recs = synthetic_records()
+    for r in recs["erm"]:
+        if r.cell.method == "erm:softmax" and r.cell.lam == 1.0:
+            r.outputs["test_error"] -= 0.2
+    tree = _tree_of(recs)
     ds = tree["erm"].to_dataset()
-    mean, _ = curve(ds, "erm:softmax")
-    assert "lam" not in mean.dims
-    best = ds["test_error"].sel({"method": "erm:softmax", "D": 400}).mean("seed").min("lam")
-    np.testing.assert_allclose(mean.squeeze(drop=True).values, best.squeeze(drop=True).values)
+    at = ds["test_error"].sel({"method": "erm:softmax", "D": 400}).squeeze(drop=True)
+    expect = at.sel(lam=0.3).mean("seed").values
+    assert (at.mean("seed").min("lam").values < expect - 0.1).all()  # the test optimum is lam=1
+    x, y = _erm_points(FIGURES["error_vs_alpha"](tree), "softmax (ERM), D=400")
+    np.testing.assert_allclose(np.sort(y), np.sort(expect))
+    t = tables.finite_sample_table(tree)
+    rows = t[(t.method == "erm:softmax") & (t["size"] == "D=400")]
+    assert rows.lam.tolist() == ["0.3", "0.3"]
+    np.testing.assert_allclose(rows.test_error.values, expect)
+
+
+def test_erm_lam_validation_preferred_and_no_choice_without_theory():
+    """lam = 'validation' (chosen inside the cell) is the point drawn; a numeric grid with no
+    replica theory to choose by is not drawn at all (no selection on the test set)."""
+    recs = []
+    for seed in (0, 1):
+        for lam, te in (("validation", 0.6), (0.1, 0.4)):
+            recs.append(_rec("erm:softmax", {"test_error": te + 0.01 * seed, "stderr": 0.01},
+                             variant="spiked", L="3", nu=2.0, delta=0.01, alpha=5.0, lam=lam,
+                             D=100, seed=seed))
+    tree = xr.DataTree(xr.Dataset(), children={"erm": xr.DataTree(family_dataset(
+        get_method("erm:softmax"), recs, ["erm:softmax"]))})
+    t = tables.finite_sample_table(tree)
+    assert t.lam.tolist() == ["validation"] and t.test_error.iloc[0] == pytest.approx(0.605)
+    grid = _tree_of({"erm": [r for r in synthetic_records()["erm"]]})
+    assert tables.finite_sample_table(grid).empty  # three numeric lam, nothing to choose by
 
 
 def test_erm_drawn_at_every_size(tree):
@@ -255,7 +298,7 @@ def test_verdicts_give_the_known_answers(tree):
     assert _status(smp, "the posterior mean satisfies").status == C.HOLDS
     starts = _status(smp, "random and annealed")
     assert starts.status == C.FAILS and "anneal: test error" in starts.evidence
-    trap = _status(smp, "random starts are trapped only")
+    trap = _status(smp, "at the settings and stored tasks checked, random starts are trapped")
     assert trap.status == C.FAILS and "no hard phase" in trap.evidence
 
 
@@ -311,7 +354,7 @@ def test_cross_overlaps_informed_along_the_run_random_at_the_end():
 def test_tuned_lam_erm_compared_with_the_optimal_lam_replica(erm_lam):
     """The paper's protocol: ERM with lam='validation' (the reference preset) or lam='replica'
     (the paper preset) against the replica at lam='optimal' (no common numeric lam) is still
-    compared, as 'lam tuned'."""
+    compared, as 'optimal lam' (one spelling, issue 21 case 7)."""
     recs = []
     for seed in (0, 1, 2):
         recs.append(_rec("erm:softmax", {"test_error": 0.50 + 0.01 * seed, "stderr": 0.01},
@@ -324,7 +367,8 @@ def test_tuned_lam_erm_compared_with_the_optimal_lam_replica(erm_lam):
         "theory_erm": xr.DataTree(family_dataset(get_method("theory_erm:softmax"), th,
                                                  ["theory_erm:softmax"]))})
     v = _status(C.finite_sample_claims(tree), "L-BFGS ERM")
-    assert v.status == C.HOLDS and "\u03bb tuned" in v.evidence and "sqrtND=10000" in v.evidence
+    assert v.status == C.HOLDS and "optimal \u03bb (replica; ERM \u03bb=" in v.evidence
+    assert "sqrtND=10000" in v.evidence
 
 
 def test_decision_rule():
@@ -389,5 +433,225 @@ def test_notebooks_flag_without_the_extra(capsys, tmp_path, monkeypatch):
     assert code == 2
     assert err.strip().splitlines() == [
         "bayesslr: error: --notebooks needs the optional extra 'notebooks' (missing: "
-        "nbconvert); install it with: pip install 'bayesslr[notebooks]'"]
+        "nbconvert); install it with: pip install -e '.[notebooks]' (in the source checkout)"]
     assert not (tmp_path / "figures").exists()
+
+
+# ---- issue 21: verdicts that agree with their numbers ----------------------------------------
+_NUM = r"[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?"
+_SIDES = re.compile(rf"({_NUM})(?: \u00b1 {_NUM})?(?: per chain \([^)]*\))? "
+                    rf"(?:vs|<|>|<=|>=|\u2192)(?: [A-Za-z-]+)? ({_NUM})(?![\d.])")
+
+
+def equal_sides(lines) -> list[str]:
+    """Comparisons printed with two equal sides (``1.01 > 1.01``, ``0.729 vs L-BFGS 0.729``)
+    in verdict lines."""
+    bad = []
+    for line in lines:
+        for m in _SIDES.finditer(line):
+            if float(m.group(1)) == float(m.group(2)):
+                bad.append(m.group(0))
+    return bad
+
+
+def _sampler_tree(**outputs):
+    base = {"test_error": 0.4, "stderr": 0.01, "m_k": 0.8, "q_k": 0.8, "m_v": 0.9, "q_v": 0.9,
+            "r_hat_max": 1.001, "ess_bulk_min": 2000.0, "ess_tail_min": 1500.0,
+            "divergences": 0.0, "grad_evals": 2e4, "chains": 2.0, "init": "teacher",
+            "converged": True, "reason": "converged"}
+    rec = _rec("bayes_sampling", {**base, **outputs}, variant="spiked", L="3", nu=2.0,
+               delta=0.01, alpha=5.0, D=50, options={"init": str(base["init"])})
+    return _tree_of({"bayes_sampling": [rec]})
+
+
+def test_rhat_on_its_threshold_is_borderline_and_printed_unrounded():
+    """Case 1: R-hat 1.010276 over 448 effective draws sits within two Monte Carlo errors
+    (rhat_mc_error: 4 / (sqrt(6) 448) = 0.0036) of 1.01: 'not enough data', borderline, and
+    printed with the digits that show the comparison (the old line read 'R-hat 1.01 > 1.01
+    [does not hold]'). Far from it (1.05), it fails."""
+    v = C.sampler_claims(_sampler_tree(r_hat_max=1.010276, ess_bulk_min=448.0))[0]
+    assert v.status == C.UNDECIDED
+    assert "R-hat 1.0103 > 1.01 (borderline" in v.evidence and "needs about" in v.evidence
+    assert C.rhat_mc_error(448.0, 2) == pytest.approx(4 / (math.sqrt(6) * 448))
+    assert not equal_sides([v.line()])
+    v = C.sampler_claims(_sampler_tree(r_hat_max=1.05, ess_bulk_min=448.0))[0]
+    assert v.status == C.FAILS and "R-hat 1.050 > 1.01" in v.evidence
+
+
+def test_ess_threshold_printed_per_chain():
+    """Case 5 ('ESS >= 100 per chain' printed the total, '< 200'): the per-chain value is
+    compared and printed, with the total beside it."""
+    v = C.sampler_claims(_sampler_tree(ess_bulk_min=40.0, ess_tail_min=1500.0))[0]
+    assert "bulk ESS 20 per chain (40 over 2) < 100" in v.evidence and v.status == C.FAILS
+    assert "< 200" not in v.evidence
+
+
+def test_other_starts_are_judged_too(tree):
+    """Case 1: the annealed start (R-hat 1.0103 in the synthetic data, on its threshold) and the
+    random start get the convergence checks of the teacher start, in their own verdict."""
+    v = _status(C.sampler_claims(tree), "NUTS chains from the random and annealed starts")
+    assert "anneal start: R-hat 1.0103 > 1.01 (borderline" in v.evidence
+    assert "random start: R-hat 1.200 > 1.01" in v.evidence and v.status == C.FAILS
+
+
+def test_every_undecided_point_says_what_it_needs(tree):
+    """Every 'not enough data' says what data it needs, on the synthetic results, with families
+    missing, and on the shipped reference (the old 'decreases towards the Bayes risk' and
+    'random vs teacher undecided' did not)."""
+    from bayesslr.results.reference import load_reference, reference_path
+
+    trees = [tree, synthetic(("bayes_sampling",)), synthetic(("theory_bayes",))]
+    if reference_path().exists():
+        trees.append(load_reference())
+    for t in trees:
+        for vs in all_verdicts(t).values():
+            for v in vs:
+                if v.status == C.UNDECIDED and not v.points:
+                    assert v.evidence.startswith("needs"), v.line()
+                for st, text in v.points:
+                    if st == C.UNDECIDED:
+                        assert "needs" in text, text
+                assert not equal_sides([v.line()]), v.line()
+
+
+def test_trapping_claim_judged_on_the_stored_tasks(tree):
+    """Case 6: the trapping claim states where it was checked and is judged on the stored tasks
+    of the inference reference too (random-start NUTS trapped on most of them, also where the
+    state evolution has no hard phase), not only at the sweep's one setting."""
+    from bayesslr.inference.reference import load_reference
+
+    v = _status(C.sampler_claims(tree), "at the settings and stored tasks checked")
+    assert v.evidence.startswith("checked at ")
+    if load_reference() is not None:
+        stored = [t for _, t in v.points if t.startswith("stored task")]
+        assert len(stored) >= 10
+        # alpha = 5, Delta = 0.01 is in the synthetic state evolution (no hard phase there)
+        assert any("\u03b1=5 D=50" in t and "sampler failure" in t for t in stored)
+
+
+# ---- issue 21, case 3: the report runs the notebooks whose data the results hold ----------
+def test_notebook_without_data_is_left_out_with_why(tree):
+    """The inference notebook on results without an inference group is not run; the reason
+    names the preset and the extra as a source checkout installs it; a theme notebook runs
+    when one of its figures can be drawn."""
+    from bayesslr.report.notebooks import NotebookRun, index_html, missing_data
+
+    why = missing_data("inference", tree)
+    assert "inference-quick" in why and "pip install -e '.[blackjax]'" in why
+    assert missing_data("population", tree) == ""
+    assert missing_data("dynamics", synthetic(("population",)))
+    page = index_html(Path("r"), [NotebookRun("inference", Path("inference.py"), skipped=why)])
+    assert "not run" in page and 'href="inference.html"' not in page
+
+
+def test_notebooks_take_the_injected_results():
+    """Every notebook reads its results from the one cell tagged 'parameters' (which the report
+    follows with the injected path) and no later cell overwrites them (the inference notebook
+    read BAYESSLR_RESULTS itself)."""
+    import jupytext
+
+    from bayesslr.report.notebooks import find_notebooks
+
+    for path in find_notebooks():
+        nb = jupytext.read(str(path))
+        tagged = [i for i, c in enumerate(nb.cells)
+                  if "parameters" in c.get("metadata", {}).get("tags", [])]
+        assert len(tagged) == 1, path.name
+        later = "\n".join(c.source for c in nb.cells[tagged[0] + 1:] if c.cell_type == "code")
+        assert not re.search(r"^results\s*=", later, re.M), path.name
+        assert "BAYESSLR_RESULTS" not in later, path.name
+
+
+def test_legibility_check_catches_log_ticks_decimals_and_stacked_markers():
+    """Case 5: the reference figures' faults, each caught: a log axis over 1.0-1.6 with one
+    tick label, fixed-decimal labels 0.00005 ... 0.05, and three seeds drawn on one spot."""
+    from matplotlib.ticker import FixedFormatter, FixedLocator, LogLocator, ScalarFormatter
+
+    fig = Figure(figsize=(9, 3), layout="constrained")
+    a, b, c = fig.subplots(1, 3)
+    a.plot([1, 2, 3], [1.5, 1.02, 1.01], "s", label="r")
+    a.set_yscale("log")
+    a.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 3.0, 5.0)))
+    a.yaxis.set_major_formatter(ScalarFormatter())
+    ticks = [5e-5, 5e-4, 5e-3, 5e-2]
+    b.plot([1, 2], [5e-5, 5e-2], "o", label="e")
+    b.yaxis.set_major_locator(FixedLocator(ticks))
+    b.yaxis.set_major_formatter(FixedFormatter(["0.00005", "0.00050", "0.00500", "0.05000"]))
+    c.plot([2, 2, 2], [0.5, 0.5, 0.5001], "o", label="three seeds")
+    for ax in (a, b, c):
+        ax.set_xlabel("x")
+        ax.set_ylabel("y")
+    fig.legend()
+    problems = legibility_problems(fig)
+    assert any("log y axis with 1 tick label" in p for p in problems), problems
+    assert any("fixed-decimal y tick labels span three decades" in p for p in problems)
+    assert any("markers drawn on top of each other" in p for p in problems)
+
+
+def test_flagged_cells_are_drawn_hollow_grey_with_their_own_entry():
+    """Issue 20, item 2: a cell whose sampler did not converge is drawn with a hollow grey
+    marker (face colour 'none'), has its own legend entry, and the title says why (the
+    reasons the cells give); converged cells keep the family's style."""
+    from matplotlib.colors import to_rgba
+
+    from bayesslr.report.figures import FLAG_COLOR
+
+    recs = synthetic_records()
+    for r in recs["bayes_sampling"]:  # alpha = 2 flagged, alpha = 5 converged
+        if r.cell.alpha == 2.0:
+            r.outputs.update(converged=False, reason="r_hat_max 1.05 > 1.01; ess_bulk_min 84 "
+                             "< 200")
+        else:
+            r.outputs.update(converged=True, reason="converged")
+    tree = _tree_of(recs)
+    for name in ("error_vs_alpha", "sampler_diagnostics", "sampler_starts"):
+        fig = FIGURES[name](tree)
+        flagged = [c for ax in fig.axes for c in ax.containers
+                   if c.get_label().endswith("not converged (flagged)")]
+        assert flagged, name
+        line = flagged[0].lines[0]
+        assert line.get_markerfacecolor() == "none"
+        assert to_rgba(line.get_markeredgecolor()) == to_rgba(FLAG_COLOR)
+        assert list(line.get_xdata()) == pytest.approx([2.0], rel=0.05)
+        labels = {t.get_text() for leg in fig.legends for t in leg.get_texts()}
+        assert any(t.endswith("not converged (flagged)") for t in labels), name
+        title = fig._suptitle.get_text()
+        assert "not converged" in title and "r_hat_max > 1.01" in title, title
+        assert legibility_problems(fig) == [], name
+    for r in recs["bayes_sampling"]:
+        r.outputs.update(converged=True, reason="converged")
+    fig = FIGURES["error_vs_alpha"](_tree_of(recs))
+    assert "not converged" not in fig._suptitle.get_text()
+    assert not any(c.get_label().endswith("(flagged)") for ax in fig.axes
+                   for c in ax.containers)
+
+
+def test_figures_draw_what_their_verdicts_compare(tree):
+    """Case 5: the GD figure's L-BFGS line is the same-seed value the dynamics verdict
+    compares with (it was the seed mean), in a colour of its own; every start in
+    sampler_starts has an error bar and the log-lik gap sits on an axis of at least +-0.05;
+    the Nishimori panel carries its expected-scatter band; every finite-sample panel has the
+    Bayes-risk line, computed when the results lack population:bayes there."""
+    from bayesslr.report.figures import LBFGS_COLOR, REPLICA_COLOR, fixed_points, trajectory_runs
+
+    run = trajectory_runs(tree)[0]
+    same = fixed_points(tree, run)["lbfgs_seed"]
+    fig = FIGURES["gd_trajectories"](tree)
+    ax = fig.axes[0]  # m_k
+    lb = [ln for ln in ax.lines if "L-BFGS ERM on the same data" in ln.get_label()]
+    assert lb and lb[0].get_ydata()[0] == pytest.approx(same["m_k"])
+    rep = [ln for ln in ax.lines if "replica" in ln.get_label()]
+    assert lb[0].get_color() == LBFGS_COLOR and rep[0].get_color() == REPLICA_COLOR
+    fig = FIGURES["sampler_starts"](tree)
+    top, bottom = fig.axes[0], fig.axes[1]
+    starts = [c for c in top.containers if "start" in c.get_label()]
+    assert len(starts) >= 3 and all(c.has_yerr for c in starts)
+    lo, hi = bottom.get_ylim()
+    assert lo <= -0.05 and hi >= 0.05
+    fig = FIGURES["sampler_diagnostics"](tree)
+    assert any("expected scatter" in c.get_label() for ax in fig.axes for c in ax.collections)
+    no_pop = synthetic(("theory_bayes", "theory_erm", "erm"))
+    fig = FIGURES["error_vs_alpha"](no_pop)
+    for ax in fig.axes:
+        assert any(ln.get_label().startswith("Bayes risk") and "computed by the report"
+                   in ln.get_label() for ln in ax.lines)

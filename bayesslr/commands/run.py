@@ -215,6 +215,9 @@ def report(
 
         runs = write_notebooks(results, fig_dir)
         for r in runs:
+            if r.skipped:
+                typer.echo(f"notebook {r.name}: not run, {r.skipped}")
+                continue
             typer.echo(f"notebook {r.name}: {r.html} ({plural(r.images, 'figure')}, "
                        f"{plural(len(r.verdicts), 'verdict')}, {r.seconds:.0f} s)"
                        + (f"; a cell failed: {r.error}" if r.error else ""))

@@ -1,7 +1,7 @@
 """Adaptive tempered SMC (BlackJAX) on the SLR posterior: particles from the prior to the posterior.
 
-Optional: needs the ``blackjax`` extra (``pip install bayesslr[blackjax]``); :func:`require`
-refuses with one line naming the extra when it is missing.
+Optional: needs the ``blackjax`` extra (``pip install -e '.[blackjax]'`` in a source
+checkout); :func:`require` refuses with one line naming the extra when it is missing.
 
 Target ``p_lambda(k, v) ∝ prior(k, v) * likelihood(k, v)^lambda`` with ``lambda`` going from 0
 (the prior, sampled exactly) to 1 (the posterior of docs/model.md §6). Prior and likelihood are
@@ -50,8 +50,10 @@ def require() -> Any:
     try:
         import blackjax
     except ImportError:
+        from bayesslr.core.extras import install_hint
+
         raise ConfigError("inference:smc needs BlackJAX; allowed: install the optional extra "
-                          "with pip install 'bayesslr[blackjax]'") from None
+                          f"with {install_hint(EXTRA)}") from None
     return blackjax
 
 

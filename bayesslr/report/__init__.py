@@ -18,7 +18,7 @@ import xarray as xr
 
 from bayesslr.core.task import ConfigError
 from bayesslr.report.claims import CLAIMS, Verdict, all_verdicts
-from bayesslr.report.figures import FIGURES, THEMES, NothingToPlot
+from bayesslr.report.figures import FIGURES, THEMES, NothingToPlot, draw
 from bayesslr.results.load import load_results
 from bayesslr.results.reference import load_reference
 
@@ -65,7 +65,7 @@ def write_report(results: str | Path | xr.DataTree, out: str | Path | None = Non
     skipped: list[tuple[str, str]] = []
     for name, fn in {**FIGURES, **family_figures(tree)}.items():
         try:
-            fig = fn(tree)
+            fig = draw(fn, tree)
         except NothingToPlot as why:
             skipped.append((name, str(why)))
             continue

@@ -10,16 +10,20 @@ how a family is drawn (line or markers, label, colour) is its registry entry's
 without a change here.
 
 Reductions, stated once: seeds are averaged (error bars: standard error over seeds, or the
-method's own ``stderr`` when there is one seed); ``lam`` is tuned per ``alpha`` by taking, for
-each method, the value with the lowest seed-averaged test error (the paper's grid search,
-docs/estimators.md); finite-size estimators are drawn at every size (``D`` or ``sqrtND``) they
+method's own ``stderr`` when there is one seed); ``lam`` is chosen per ``alpha`` without the
+test data (:func:`~bayesslr.results.query.lam_choice`: ERM's ``lam = "replica"`` or
+``"validation"``, else the replica theory's optimum among the grid run, the replica line at its
+own optimum); finite-size estimators are drawn at every size (``D`` or ``sqrtND``) they
 were run at, so the reader sees how the gap to the ``D -> inf`` theory closes; elsewhere a
-method shows its largest size. Error bars are one standard error.
+method shows its largest size. Error bars are one standard error. A cell whose method says it
+did not converge (output ``converged`` false on some seed) is drawn flagged: a hollow grey
+marker with its own legend entry, and the figure's title says why (:func:`flag_note`).
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
@@ -27,7 +31,13 @@ import xarray as xr
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.ticker import LogLocator, MaxNLocator, NullFormatter, ScalarFormatter
+from matplotlib.ticker import (
+    LogFormatterSciNotation,
+    LogLocator,
+    MaxNLocator,
+    NullFormatter,
+    ScalarFormatter,
+)
 
 from bayesslr.registry import PlotStyle, get_method, report_order
 from bayesslr.results.query import (  # noqa: F401  (re-exported for report modules)
@@ -36,12 +46,10 @@ from bayesslr.results.query import (  # noqa: F401  (re-exported for report modu
     START_STYLE,
     TRAJECTORY_DIMS,
     Results,
-    _best_lam,
     _finite,
     _run_dims,
     _start_var,
     _text,
-    _tune_lam,
     bayes_risk_at,
     cross_zscore,
     curve,
@@ -50,6 +58,7 @@ from bayesslr.results.query import (  # noqa: F401  (re-exported for report modu
     groups,
     hard_windows,
     is_trajectory,
+    lam_choice,
     largest_size,
     methods_of,
     sampler_starts_of,
@@ -160,13 +169,33 @@ def _legend_below(fig: Figure, axes: Iterable[Axes], extra: Iterable = ()) -> No
                    frameon=False)
 
 
-def _plain_log(ax: Axes, axis: str = "y") -> None:
-    """Log scale with plain tick labels (0.2, 0.5, 1) instead of powers of ten."""
+def _plain_log(ax: Axes, axis: str = "y") -> bool:
+    """A readable log scale, or none: linear when the data span less than a factor 4 (a log
+    axis would carry one tick label there); decade ticks labelled ``10^k`` from two decades
+    up (fixed decimals such as 0.00005 ... 0.05 are unreadable); plain labels (0.2, 0.5, 1)
+    on 1, 2, 5 in between. Returns whether the axis is logarithmic."""
     a = ax.yaxis if axis == "y" else ax.xaxis
+    lim = ax.dataLim
+    lo, hi = (lim.y0, lim.y1) if axis == "y" else (lim.x0, lim.x1)
+    vals = []
+    for ln in ax.lines:
+        d = np.asarray(ln.get_ydata() if axis == "y" else ln.get_xdata(), float)
+        if (d[np.isfinite(d)] <= 0).any():
+            return False  # a value a log axis cannot show
+        vals += d[np.isfinite(d)].tolist()
+    if vals:
+        lo, hi = min(vals), max(vals)
+    if not (lo > 0 and math.isfinite(hi)) or hi / lo < 4.0:
+        return False
     (ax.set_yscale if axis == "y" else ax.set_xscale)("log")
-    a.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 3.0, 5.0)))
-    a.set_major_formatter(ScalarFormatter())
+    if math.log10(hi / lo) >= 2.0:
+        a.set_major_locator(LogLocator(base=10, numticks=12))
+        a.set_major_formatter(LogFormatterSciNotation())
+    else:
+        a.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        a.set_major_formatter(ScalarFormatter())
     a.set_minor_formatter(NullFormatter())
+    return True
 
 
 def _xjitter(x: np.ndarray, i: int, n: int) -> np.ndarray:
@@ -211,10 +240,15 @@ def population_series(results: Results, dim: str
             mean, sem = _collapse(mean.squeeze(drop=True), sem.squeeze(drop=True), keep=dim)
             bound, _ = stats_of(one, "at_bound")
             bound, _ = _collapse(bound.squeeze(drop=True), bound.squeeze(drop=True), keep=dim)
+            conv, _ = stats_of(one, "converged")
+            conv, _ = _collapse(conv.squeeze(drop=True), conv.squeeze(drop=True), keep=dim)
             if mean.ndim == 1 and int(np.isfinite(mean.values).sum()) >= 2:
                 lines[m] = {"x": mean[dim].values, "mean": mean.values, "se": sem.values,
                             "at_bound": np.nan_to_num(bound.values) > 0.5
-                            if bound.ndim == 1 else np.zeros(mean.shape, bool)}
+                            if bound.ndim == 1 else np.zeros(mean.shape, bool),
+                            "flagged": np.asarray(conv.values < 0.5, bool)
+                            if conv.ndim == 1 and conv.shape == mean.shape
+                            else np.zeros(mean.shape, bool)}
         if lines:
             out.append((sel, lines))
     return out
@@ -268,8 +302,22 @@ def _population_vs(results: Results, dim: str) -> Figure:
                   if m == "population:bayes" else {"marker": style(m).marker, "ms": 5})
             lab = "Bayes risk" if m == "population:bayes" else _label(m)
             line = ok & ~is_law
-            ax.errorbar(xs[line], s["mean"][line], yerr=np.nan_to_num(s["se"][line]),
-                        color=_color(m), label=lab, capsize=2, **kw)
+            # the activations side by side (equal risks, e.g. at L = 1, would hide each other)
+            k = list(lines).index(m)
+            if m != "population:bayes":
+                off = k - (len(lines) - 1) / 2
+                xs_line = xs + 0.06 * off if dim == "L" else xs * 1.06 ** off
+            else:
+                xs_line = xs
+            cont = ax.errorbar(xs_line[line], s["mean"][line],
+                               yerr=np.nan_to_num(s["se"][line]), color=_color(m), label=lab,
+                               capsize=2, **kw)
+            bad = line & s["flagged"]
+            if bad.any():  # the optimiser did not converge there: a hollow grey marker instead
+                cont.lines[0].set_markevery([i for i, b in enumerate(bad[line]) if not b])
+                _draw_flagged(ax, xs_line[bad], s["mean"][bad], np.nan_to_num(s["se"][bad]),
+                              style(m).marker if m != "population:bayes" else "o", lab, ms=6)
+                _note_flagged(ax, "population", ["optimiser not converged"])
             law = ok & is_law
             if law.any():  # side by side, so that close values do not hide each other
                 shift = 0.12 * (list(lines).index(m) - (len(lines) - 1) / 2)
@@ -279,7 +327,7 @@ def _population_vs(results: Results, dim: str) -> Figure:
             bound = ok & s["at_bound"]
             if bound.any():
                 any_bound = True
-                ax.plot(xs[bound], s["mean"][bound], "v", mfc="none", mec=_color(m), ms=11,
+                ax.plot(xs_line[bound], s["mean"][bound], "v", mfc="none", mec=_color(m), ms=11,
                         mew=1.5, zorder=4)
         if dim == "L":
             ax.set_xticks(pos, ticks)
@@ -291,6 +339,8 @@ def _population_vs(results: Results, dim: str) -> Figure:
         ax.set_ylabel("population excess risk")
         if dim == "nu" and all(np.nanmin(s["mean"]) > 0 for s in lines.values()):
             _plain_log(ax)
+        if dim == "nu":  # nu from 0.25 to 10: a log axis spreads the small values apart
+            _plain_log(ax, "x")
         ax.set_title(title_of(sel), fontsize=10)
         ax.grid(alpha=0.3)
     bound = Line2D([], [], ls="none", marker="v", mfc="none", mec="0.3", ms=9,
@@ -298,7 +348,7 @@ def _population_vs(results: Results, dim: str) -> Figure:
     extra = [bound] if any_bound else []
     _legend_below(fig, axes, extra)
     what = "signal strength \u03bd" if dim == "nu" else "sequence length L"
-    fig.suptitle(f"Population excess risk against {what}")
+    _suptitle(fig, f"Population excess risk against {what}")
     return fig
 
 
@@ -344,6 +394,75 @@ def finite_sample_groups(results: Results) -> dict[str, xr.Dataset]:
 
 
 
+# --------------------------------------------------------------------------------------------
+# flagged cells: a method that says it did not converge is drawn apart, and the title says why
+# --------------------------------------------------------------------------------------------
+FLAG_COLOR = "0.55"
+
+
+def flagged_of(sub: xr.Dataset, theory: xr.Dataset | None = None) -> xr.DataArray | None:
+    """Per point of one method's dataset (method and size selected, ``lam`` chosen as
+    :func:`stats_of` does): True where some seed's cell reports ``converged`` false."""
+    if "converged" not in sub:
+        return None
+    conv, _ = stats_of(sub.assign(converged=sub["converged"].astype(float)), "converged",
+                       theory)
+    return (conv < 1.0).fillna(False)
+
+
+def _why(sub: xr.Dataset, flagged: xr.DataArray | None = None) -> list[str]:
+    """The reasons flagged cells give, with their numbers dropped (``r_hat_max > 1.01``)."""
+    if "reason" not in sub:
+        return []
+    conv = np.asarray(sub["converged"].values, float) if "converged" in sub else None
+    reasons = np.asarray(sub["reason"].values).ravel()
+    keep = (conv.ravel() < 0.5) if conv is not None and conv.size == reasons.size \
+        else np.ones(reasons.size, bool)
+    out: list[str] = []
+    for text in reasons[keep]:
+        for part in str(text).split(";"):
+            part = re.sub(r" [-+0-9.eE]+ ([<>]=?) ", r" \1 ", part.strip())
+            if part and part != "converged" and part not in out:
+                out.append(part)
+    return out
+
+
+def _note_flagged(ax: Axes, family: str, reasons: Iterable[str]) -> None:
+    fig = ax.get_figure(root=True) if hasattr(ax, "get_figure") else ax.figure
+    notes = fig.__dict__.setdefault("_bayesslr_flagged", {})
+    have = notes.setdefault(family, [])
+    have += [r for r in reasons if r not in have]
+
+
+def flag_note(fig: Figure) -> str:
+    """The title note of a figure that drew flagged cells (empty when none): which family and
+    why (the reasons the cells give)."""
+    notes = fig.__dict__.get("_bayesslr_flagged", {})
+    if not notes:
+        return ""
+    parts = []
+    for fam, reasons in notes.items():
+        why = ", ".join(reasons[:3]) + (" ..." if len(reasons) > 3 else "")
+        parts.append(f"{fam}" + (f" ({why})" if why else ""))
+    return "hollow grey: not converged, flagged \u2014 " + "; ".join(parts)
+
+
+def _suptitle(fig: Figure, title: str, **kw) -> None:
+    """The figure title, with the flagged-cells note on a second line when there is one."""
+    import textwrap
+
+    note = flag_note(fig)
+    if note:  # wrapped to the figure's width (about 11 characters an inch at this size)
+        note = "\n".join(textwrap.wrap(note, max(40, int(fig.get_size_inches()[0] * 11))))
+    fig.suptitle(title + (f"\n{note}" if note else ""), **kw)
+
+
+def _draw_flagged(ax: Axes, x: np.ndarray, y: np.ndarray, e: np.ndarray | None, marker: str,
+                  label: str, ms: float = 7.0) -> None:
+    ax.errorbar(x, y, yerr=e, fmt=marker, color=FLAG_COLOR, mfc="none", mec=FLAG_COLOR,
+                mew=1.5, ms=ms, capsize=3, label=f"{label}: not converged (flagged)", zorder=5)
+
+
 def _draw_state_evolution(ax: Axes, se: Mapping[str, np.ndarray]) -> None:
     x, ok = se["alpha"], np.isfinite(se["best"])
     st = style("theory_bayes")
@@ -351,6 +470,11 @@ def _draw_state_evolution(ax: Axes, se: Mapping[str, np.ndarray]) -> None:
             label=st.label_for("theory_bayes"), zorder=st.zorder)
     ax.fill_between(x[ok], (se["best"] - se["se"])[ok], (se["best"] + se["se"])[ok],
                     color="k", alpha=0.15, lw=0)
+    bad = ok & np.asarray(se.get("flagged", np.zeros(x.shape, bool)), bool)
+    if bad.any():
+        _draw_flagged(ax, x[bad], se["best"][bad], se["se"][bad], "o",
+                      st.label_for("theory_bayes"), ms=6)
+        _note_flagged(ax, "theory_bayes", se.get("reasons", []))
     differ = np.nan_to_num(se["differ"]) > 0.5
     if differ.any():
         for name, ls, lab in (("informed", "-", "SE from the informed start"),
@@ -363,28 +487,55 @@ def _draw_state_evolution(ax: Axes, se: Mapping[str, np.ndarray]) -> None:
                    label="hard phase of the state evolution")
 
 
-def _draw_markers(ax: Axes, ds: xr.Dataset, m: str) -> None:
+def _with_flags(se: dict[str, np.ndarray] | None, ds: xr.Dataset | None
+                ) -> dict[str, np.ndarray] | None:
+    """The state evolution with its flagged points (``converged`` false) and their reasons."""
+    if se is None or ds is None or "converged" not in ds:
+        return se
+    sub = largest_size(ds, "theory_bayes")
+    flag = flagged_of(sub)
+    if flag is None:
+        return se
+    flag = flag.squeeze(drop=True)
+    if flag.ndim != 1:
+        return se
+    return {**se, "flagged": np.asarray(flag.values, bool), "reasons": _why(sub)}
+
+
+def _draw_markers(ax: Axes, ds: xr.Dataset, m: str, theory: xr.Dataset | None = None) -> None:
     st = style(m)
     sizes = sizes_of(ds, m)
     for i, size in enumerate(sizes):
         sub = ds.sel({"method": m, **size})
-        mean, sem = stats_of(sub)
+        mean, sem = stats_of(sub, theory=theory)
         mean, sem = mean.squeeze(drop=True), sem.squeeze(drop=True)
         if mean.ndim != 1 or "alpha" not in mean.dims or not _finite(mean):
             continue
         x, y, e = mean["alpha"].values, mean.values, np.nan_to_num(sem.values)
         ok = np.isfinite(y)
+        flag = flagged_of(sub, theory)
+        bad = np.zeros(ok.shape, bool)
+        if flag is not None:
+            flag = flag.squeeze(drop=True)
+            if flag.shape == ok.shape:
+                bad = np.asarray(flag.values, bool) & ok
         rank = (i + 1) / len(sizes)  # smaller sizes lighter and smaller
         lab = _label(m) + (f", {_size_label(size)}" if len(sizes) > 1 or size else "")
-        ax.errorbar(_xjitter(x, i, len(sizes))[ok], y[ok], yerr=e[ok], fmt=st.marker,
-                    color=_color(m), capsize=3, ms=4 + 3 * rank, alpha=0.45 + 0.55 * rank,
-                    mfc=None if st.filled else "white", label=lab, zorder=st.zorder + 1)
+        xj = _xjitter(x, i, len(sizes))
+        good = ok & ~bad
+        if good.any():
+            ax.errorbar(xj[good], y[good], yerr=e[good], fmt=st.marker, color=_color(m),
+                        capsize=3, ms=4 + 3 * rank, alpha=0.45 + 0.55 * rank,
+                        mfc=None if st.filled else "white", label=lab, zorder=st.zorder + 1)
+        if bad.any():
+            _draw_flagged(ax, xj[bad], y[bad], e[bad], st.marker, lab, ms=4 + 3 * rank)
+            _note_flagged(ax, m.split(":")[0], _why(sub))
         if "oracle_error" in sub and m.split(":")[0] == "bayes_sampling":
             om, os_ = stats_of(sub, "oracle_error")
             om, os_ = om.squeeze(drop=True), os_.squeeze(drop=True)
             if om.ndim == 1 and _finite(om):
                 ok = np.isfinite(om.values)
-                ax.errorbar(_xjitter(x, i, len(sizes))[ok], om.values[ok],
+                ax.errorbar(xj[ok], om.values[ok],
                             yerr=np.nan_to_num(os_.values)[ok], fmt="x", color="0.45",
                             capsize=2, ms=6, zorder=st.zorder,
                             label="oracle (teacher known), same test set"
@@ -393,7 +544,8 @@ def _draw_markers(ax: Axes, ds: xr.Dataset, m: str) -> None:
 
 def _draw_line(ax: Axes, ds: xr.Dataset, m: str) -> None:
     st = style(m)
-    mean, sem = curve(ds, m)
+    sub = largest_size(ds, m)
+    mean, sem = stats_of(sub)
     mean, sem = mean.squeeze(drop=True), sem.squeeze(drop=True)
     if mean.ndim != 1 or "alpha" not in mean.dims or not _finite(mean):
         return
@@ -405,53 +557,100 @@ def _draw_line(ax: Axes, ds: xr.Dataset, m: str) -> None:
         finite = np.isfinite(te).any([d for d in te.dims if d != "lam"]).values
         vals = [fmt_value("lam", v).split("=")[1] for v, f in
                 zip(ds["lam"].values.tolist(), finite, strict=True) if f]
-        lam = f", \u03bb={vals[0]}" if len(vals) == 1 else ", \u03bb tuned"
+        lam = (f", \u03bb={vals[0]}" if len(vals) == 1 and vals[0] not in TUNED_LABELS
+               else ", \u03bb optimal")
     ax.plot(x[ok], y[ok], st.linestyle, color=_color(m), label=_label(m) + lam,
             lw=2 if st.color == "k" else 1.6, zorder=st.zorder, marker="." if ok.sum() < 4
             else None)
     ax.fill_between(x[ok], (y - e)[ok], (y + e)[ok], color=_color(m), alpha=0.15, lw=0)
+    flag = flagged_of(sub)
+    if flag is not None:
+        flag = flag.squeeze(drop=True)
+        if flag.shape == ok.shape and (bad := ok & np.asarray(flag.values, bool)).any():
+            _draw_flagged(ax, x[bad], y[bad], e[bad], "o", _label(m), ms=6)
+            _note_flagged(ax, m.split(":")[0], _why(sub))
+
+
+# lam labels of a theory's optimum (one spelling in the figures: "lam optimal")
+TUNED_LABELS = ("optimal", "auto", "replica", "validation")
+
+
+_RISK_CACHE: dict[tuple, tuple[float, float]] = {}
+
+
+def bayes_risk_line(results: Results, sel: Mapping[str, object]
+                    ) -> tuple[float, float, str] | None:
+    """The Bayes risk (``alpha -> inf``) at a setting with its standard error and where it
+    comes from: the results' ``population:bayes`` when they hold it, else computed here by
+    Monte Carlo (:func:`bayesslr.population.method.bayes_risk`, 200 000 samples, seed 0; a
+    second or two), so that every panel of the finite-sample figure has its limit."""
+    have = bayes_risk_at(results, sel)
+    if have is not None:
+        return have[0], have[1], "population"
+    try:
+        from bayesslr.core.task import make_task
+        from bayesslr.population.method import bayes_risk
+
+        L = str(sel.get("L", ""))
+        key = (sel.get("variant"), L, float(sel.get("nu", math.nan)))
+        if key not in _RISK_CACHE:
+            law = "," in L or ":" in L
+            task = make_task(str(sel["variant"]), L=3 if law else int(L),
+                             L_dist=L if law else None, nu=float(sel["nu"]), delta=0.0)
+            r = bayes_risk(task, samples=200_000, seed=0)
+            _RISK_CACHE[key] = (float(r.excess_risk), float(r.stderr))
+        v, e = _RISK_CACHE[key]
+        return v, e, "computed"
+    except Exception:  # a setting the population method cannot take: no line
+        return None
 
 
 def error_vs_alpha(results: Results) -> Figure:
     """Test excess error against ``alpha``, one panel per (variant, L, nu, delta): the
     Bayes-optimal state evolution (both branches where they differ, the hard window shaded),
-    replica lines (``theory_erm:*``, ``lam`` tuned), finite-``D`` markers with error bars at
-    every size run (``erm:*``, ``bayes_sampling`` with its oracle, ``amp``, ...) and the Bayes
-    risk (``population:bayes``, the ``alpha -> inf`` limit); each family drawn with its
-    registry plot style."""
+    replica lines (``theory_erm:*`` at their optimal ``lam`` or the ``lam`` run), finite-``D``
+    markers with error bars at every size run (``erm:*`` at the ``lam`` chosen without the
+    test data, ``bayes_sampling`` with its oracle, ``amp``, ...) and the Bayes risk
+    (``population:bayes``, the ``alpha -> inf`` limit; computed here when the results lack
+    it) in every panel; each family drawn with its registry plot style; flagged cells hollow
+    grey."""
     fams = finite_sample_groups(results)
     if not fams:
         raise NothingToPlot("no finite-sample method (erm, theory_erm, bayes_sampling, "
                             "theory_bayes, ...) in the results")
+    theory_all = groups(results).get("theory_erm")
     panels = []
     for sel in settings(fams.values(), keep=("alpha",)):
         subs = {f: s for f, ds in fams.items() if (s := select(ds, sel)) is not None}
         subs = {f: s for f, s in subs.items() if methods_of(s, f)}
         if subs:
-            panels.append((sel, subs, bayes_risk_at(results, sel)))
+            panels.append((sel, subs, bayes_risk_line(results, sel)))
     if not panels:
         raise NothingToPlot("no setting has finite-sample results")
     fig, axes = _grid(len(panels), cols=3, width=5.0, height=4.0)
     for ax, (sel, subs, limit) in zip(axes, panels, strict=True):
+        theory = select(theory_all, sel) if theory_all is not None else None
         for fam, sub in subs.items():
             for m in methods_of(sub, fam):
                 if fam == "theory_bayes":
-                    se = state_evolution_lines(sub)
+                    se = _with_flags(state_evolution_lines(sub), sub)
                     if se is not None:
                         _draw_state_evolution(ax, se)
                 elif style(m).kind == "line":
                     _draw_line(ax, sub, m)
                 else:
-                    _draw_markers(ax, sub, m)
+                    _draw_markers(ax, sub, m, theory)
         if limit is not None:
             ax.axhline(limit[0], color="k", ls=":", lw=1.2,
-                       label="Bayes risk (\u03b1\u2192\u221e, population)")
+                       label="Bayes risk (\u03b1\u2192\u221e, population"
+                       + (", computed by the report)" if limit[2] == "computed" else ")"))
+            ax.axhspan(limit[0] - limit[1], limit[0] + limit[1], color="k", alpha=0.08, lw=0)
         ax.set_xlabel("sample ratio \u03b1 = N/D")
         ax.set_ylabel("test excess error")
         ax.set_title(title_of(sel), fontsize=10)
         ax.grid(alpha=0.3)
     _legend_below(fig, axes)
-    fig.suptitle("Test excess error against the sample ratio \u03b1")
+    _suptitle(fig, "Test excess error against the sample ratio \u03b1")
     return fig
 
 
@@ -462,6 +661,8 @@ TRAJECTORY_PANELS = (("m_k", "m_k = k\u00b7k*/D"), ("q_k", "q_k = |k|\u00b2/D"),
                      ("m_v", "m_v = v\u00b7v*/D"), ("q_v", "q_v = |v|\u00b2/D"),
                      ("cross", "cross overlaps (z-score)"), ("test_error", "test excess error"))
 INIT_LINESTYLES = {"informed": "-", "random": "--"}
+# the two fixed points GD is compared with, apart from the activations' colours
+REPLICA_COLOR, LBFGS_COLOR = "k", "C3"
 
 
 
@@ -480,8 +681,9 @@ def gd_trajectories(results: Results) -> Figure:
     """Overlaps and test error along gradient-descent / Adam trajectories (``gd`` family):
     one row of panels per setting, line style by start (informed solid, random dashed),
     colour by activation, against the ERM fixed point at the same ``alpha`` and ``lam``: the
-    replica prediction (dotted line, band one s.e.) and L-BFGS ERM on data of the same size
-    (dash-dot, seed mean). The cross-overlap panel shows the largest of ``|k.v*|``,
+    replica prediction (black dotted line, band one s.e.) and L-BFGS ERM on the same data
+    (red dash-dot: the same seed, the statistic the dynamics verdict compares with). The
+    cross-overlap panel shows the largest of ``|k.v*|``,
     ``|v.k*|``, ``|k.v|`` in units of its finite-``D`` noise level (dashed at 4): the
     symmetric manifold is invariant under GD on the population (docs/paper.md)."""
     runs = trajectory_runs(results)
@@ -518,12 +720,14 @@ def gd_trajectories(results: Results) -> Figure:
             for ax, (var, _) in zip(axes, TRAJECTORY_PANELS, strict=False):
                 if "replica" in fp and var in fp["replica"]:
                     v, e = fp["replica"][var], fp["replica"].get(f"{var}_se", 0.0)
-                    ax.axhline(v, color=color, ls=":", lw=1.5,
-                               label=f"{act} replica fixed point")
-                    ax.axhspan(v - e, v + e, color=color, alpha=0.12, lw=0)
-                if "lbfgs" in fp and var in fp["lbfgs"]:
-                    ax.axhline(fp["lbfgs"][var], color=color, ls="-.", lw=1,
-                               label=f"{act} L-BFGS ERM (same \u03b1, \u03bb, D)")
+                    ax.axhline(v, color=REPLICA_COLOR, ls=":", lw=1.5,
+                               label=f"{act} replica fixed point (D\u2192\u221e, band 1 s.e.)")
+                    ax.axhspan(v - e, v + e, color=REPLICA_COLOR, alpha=0.12, lw=0)
+                # the statistic the verdict compares with: L-BFGS on the same data (same
+                # seed), not the mean over seeds
+                if "lbfgs_seed" in fp and var in fp["lbfgs_seed"]:
+                    ax.axhline(fp["lbfgs_seed"][var], color=LBFGS_COLOR, ls="-.", lw=1.2,
+                               label=f"{act} L-BFGS ERM on the same data (seed {r['seed']})")
         first = min((float(r["step"][1]) for r in runs if len(r["step"]) > 1), default=1.0)
         for ax, (var, lab) in zip(axes, TRAJECTORY_PANELS, strict=False):
             # early dynamics (the escape from a random start) on a log scale past one record
@@ -588,11 +792,70 @@ SAMPLER_DIAGNOSTICS = (
 )
 
 
+def _flagged_alphas(sub: xr.Dataset) -> np.ndarray:
+    """The ``alpha`` of a sampler setting whose cells (some seed) did not converge."""
+    flag = flagged_of(sub)
+    if flag is None:
+        return np.array([])
+    flag = flag.squeeze(drop=True)
+    if flag.ndim != 1 or "alpha" not in flag.dims:
+        return np.array([])
+    return flag["alpha"].values[np.asarray(flag.values, bool)]
+
+
+def _sampler_points(ax: Axes, x: np.ndarray, y: np.ndarray, e: np.ndarray, mk: str, col: str,
+                    fill: str, label: str, flagged: np.ndarray) -> bool:
+    """Seed means with their standard errors, cells that did not converge hollow grey;
+    returns whether any was flagged."""
+    ok = np.isfinite(y)
+    bad = ok & np.isin(x, flagged)
+    good = ok & ~bad
+    if good.any():
+        ax.errorbar(x[good], y[good], yerr=e[good], fmt=mk, color=col, mfc=fill, ms=7,
+                    capsize=2, label=label, ls="none")
+    if bad.any():
+        flag_label = label if label.startswith("_") else label + ": not converged (flagged)"
+        ax.errorbar(x[bad], y[bad], yerr=e[bad], fmt=mk, color=FLAG_COLOR, mfc="none",
+                    mec=FLAG_COLOR, mew=1.5, ms=7, capsize=2, label=flag_label, ls="none")
+    return bool(bad.any())
+
+
+def _nishimori_band(ax: Axes, sub: xr.Dataset) -> None:
+    """Two standard deviations of ``m - q`` that the Nishimori identity allows at the seed-mean
+    overlaps (as the Nishimori verdict computes them: ``sqrt(q (1 - m + 2 sqrt(2/D)) / D)``,
+    the larger of ``k`` and ``v``)."""
+    if "D" not in sub.coords:
+        return
+    D = float(np.asarray(sub["D"].values).ravel()[0])
+    sds = []
+    for a in ("k", "v"):
+        if f"m_{a}" not in sub or f"q_{a}" not in sub:
+            continue
+        m, _ = seed_stats(sub[f"m_{a}"])
+        q, _ = seed_stats(sub[f"q_{a}"])
+        m, q = m.squeeze(drop=True), q.squeeze(drop=True)
+        if m.ndim != 1 or "alpha" not in m.dims:
+            continue
+        var = np.maximum(1.0 - m.values + 2.0 * math.sqrt(2.0 / D), 0.0)
+        sds.append(np.sqrt(np.maximum(q.values, 0.0) * var / D))
+    if not sds:
+        return
+    x = m["alpha"].values
+    sd = np.nanmax(np.vstack(sds), axis=0)
+    ok = np.isfinite(sd)
+    if ok.sum() >= 1:
+        ax.fill_between(x[ok], 0.0, 2.0 * sd[ok], color="C2", alpha=0.18, lw=0, step="mid",
+                        label="expected scatter of |m \u2212 q| (2 s.d., Nishimori)")
+
+
 def sampler_diagnostics(results: Results) -> Figure:
     """R-hat (per start, and pooled over starts), bulk and tail ESS per gradient evaluation,
     divergent transitions and the Nishimori gap of ``bayes_sampling`` against ``alpha``: one
-    row per setting, marker by start (teacher square, random circle, anneal triangle); the
-    R-hat panel marks the 1.01 threshold of the convergence verdict."""
+    row per setting, marker by start (teacher square, random circle, anneal triangle), each
+    the mean over seeds with its standard error (seeds summarised, not drawn over each
+    other); the R-hat panel marks the 1.01 threshold of the convergence verdict, the
+    Nishimori panel the scatter the identity allows; cells that did not converge hollow
+    grey."""
     ds, methods, sels = _sampler_panels(results)
     rows = []
     for sel in sels:
@@ -602,11 +865,13 @@ def sampler_diagnostics(results: Results) -> Figure:
     if not rows:
         raise NothingToPlot("no bayes_sampling setting has results")
     cols = len(SAMPLER_DIAGNOSTICS)
-    fig = Figure(figsize=(4.0 * cols, 3.3 * len(rows) + 1.2), layout="constrained")
+    fig = Figure(figsize=(4.0 * cols, 3.3 * len(rows) + 1.4), layout="constrained")
     axes_all = fig.subplots(len(rows), cols, squeeze=False)
     drawn: list[Axes] = []
     for (sel, sub), axes in zip(rows, axes_all, strict=True):
         starts = sampler_starts_of(sub)
+        flagged = _flagged_alphas(sub)
+        any_flag = False
         for ax, (var, lab, scale) in zip(axes, SAMPLER_DIAGNOSTICS, strict=True):
             for j, start in enumerate(starts):
                 mk, col = START_STYLE.get(start, ("D", "C4"))
@@ -619,23 +884,26 @@ def sampler_diagnostics(results: Results) -> Figure:
                         for s, fill, name in ((bulk, col, f"{start} start"),
                                               (tail, "white", "_tail")):
                             if s is not None:
-                                series.append((s[0], s[1] / grads[1], fill, name))
+                                series.append((s[0], s[1] / grads[1], s[2] / grads[1], fill,
+                                               name))
                 else:
                     s = _start_series(sub, start, var)
                     if s is not None:
-                        series.append((s[0], s[1], col, f"{start} start"))
-                for x, y, fill, label in series:
-                    ok = np.isfinite(y)
-                    ax.plot(_xjitter(x, j, len(starts))[ok], y[ok], mk, color=col, mfc=fill,
-                            ms=7, label=label, ls="none")
+                        series.append((s[0], s[1], s[2], col, f"{start} start"))
+                for x, y, e, fill, label in series:
+                    any_flag |= _sampler_points(ax, _xjitter(x, j, len(starts)), y, e, mk,
+                                                col, fill, label, _xjitter(flagged, j,
+                                                                           len(starts)))
             if var == "r_hat_max":
                 if "r_hat_max_pooled" in sub:
-                    mean, _ = seed_stats(sub["r_hat_max_pooled"])
-                    mean = mean.squeeze(drop=True)
+                    mean, sem = seed_stats(sub["r_hat_max_pooled"])
+                    mean, sem = mean.squeeze(drop=True), sem.squeeze(drop=True)
                     if mean.ndim == 1 and _finite(mean):
                         ok = np.isfinite(mean.values)
-                        ax.plot(mean["alpha"].values[ok], mean.values[ok], "*", color="C4",
-                                ms=11, label="pooled over all starts", ls="none")
+                        ax.errorbar(mean["alpha"].values[ok], mean.values[ok],
+                                    yerr=np.nan_to_num(sem.values)[ok], fmt="*", color="C4",
+                                    ms=11, capsize=2, label="pooled over all starts",
+                                    ls="none")
                 ax.axhline(1.01, color="r", ls="--", lw=1, label="R-hat threshold 1.01")
             if var == "divergences":
                 top = max([1.0] + [float(np.nanmax(ln.get_ydata())) for ln in ax.lines
@@ -643,29 +911,33 @@ def sampler_diagnostics(results: Results) -> Figure:
                 ax.set_ylim(-0.05 * top - 0.2, 1.1 * top + 0.2)
                 ax.yaxis.set_major_locator(MaxNLocator(integer=True))
             if var == "nishimori_gap":
+                _nishimori_band(ax, sub)
                 ax.axhline(0.0, color="0.5", lw=0.8)
-            if scale == "log" or (scale == "auto" and any(
-                    np.nanmax(ln.get_ydata()) > 1.5 for ln in ax.lines
-                    if np.isfinite(ln.get_ydata()).any())):
+            if scale in ("log", "auto"):
                 _plain_log(ax)
             ax.set_xlabel("sample ratio \u03b1")
             ax.set_ylabel(lab)
             ax.set_title(title_of(sel), fontsize=9)
             ax.grid(alpha=0.3)
             drawn.append(ax)
+        if any_flag:
+            _note_flagged(axes[0], "bayes_sampling", _why(sub))
     _legend_below(fig, drawn, [
         Line2D([], [], ls="none", marker="s", color="0.4", label="ESS: filled bulk, open tail",
                mfc="0.4"),
     ])
-    fig.suptitle("NUTS health against the sample ratio \u03b1")
+    _suptitle(fig, "NUTS health against the sample ratio \u03b1 (seed means \u00b1 1 s.e.)")
     return fig
 
 
 def sampler_starts(results: Results) -> Figure:
     """Test excess error of the posterior mean from each start (teacher, random, anneal)
     against ``alpha``, one column per setting, over the Bayes-optimal state evolution (both
-    branches, hard window shaded); below, the mean log-likelihood gap per sample (teacher
-    start minus the worst other start) and the pooled R-hat: where a start is trapped."""
+    branches, hard window shaded), every point with its error bar (the seed spread, or with
+    one seed the teacher start's test-set error: the same test set); below, the mean
+    log-likelihood gap per sample (teacher start minus the worst other start) with its error
+    bar over seeds, on an axis of at least +-0.05 nats/sample so that noise does not look
+    like a gap, and the pooled R-hat: where a start is trapped."""
     ds, methods, sels = _sampler_panels(results)
     cols = []
     for sel in sels:
@@ -677,36 +949,52 @@ def sampler_starts(results: Results) -> Figure:
         raise NothingToPlot("no bayes_sampling cell ran more than one start (option init = "
                             "'teacher,random,anneal')")
     tb = groups(results).get("theory_bayes")
-    fig = Figure(figsize=(max(5.5 * len(cols), MIN_WIDTH), 7.6), layout="constrained")
+    fig = Figure(figsize=(max(5.5 * len(cols), MIN_WIDTH), 7.8), layout="constrained")
     axes = fig.subplots(2, len(cols), squeeze=False, height_ratios=(2.0, 1.0))
     for j, (sel, sub, starts) in enumerate(cols):
         ax, ax2 = axes[0, j], axes[1, j]
-        se = state_evolution_lines(select(tb, sel)) if tb is not None and select(tb, sel) is not \
-            None else None
+        tsub = select(tb, sel) if tb is not None else None
+        se = _with_flags(state_evolution_lines(tsub), tsub) if tsub is not None else None
         if se is not None:
             _draw_state_evolution(ax, se)
+        flagged = _flagged_alphas(sub)
+        main = _start_series(sub, starts[0], "test_error")
+        any_flag = False
         for i, start in enumerate(starts):
             s = _start_series(sub, start, "test_error")
             if s is None:
                 continue
+            x, y, e = s
+            if start != starts[0] and main is not None and not np.any(e > 0):
+                # one seed: the other starts' error bar is the main start's test-set error
+                # (the same test set and estimator)
+                e = np.interp(x, main[0], main[2])
             mk, col = START_STYLE.get(start, ("D", "C4"))
-            ok = np.isfinite(s[1])
-            ax.errorbar(_xjitter(s[0], i, len(starts))[ok], s[1][ok],
-                        yerr=s[2][ok] if start == starts[0] else None, fmt=mk, color=col,
-                        ms=7, capsize=3, label=f"NUTS posterior mean, {start} start", zorder=4)
+            any_flag |= _sampler_points(ax, _xjitter(x, i, len(starts)), y, e, mk, col, col,
+                                        f"NUTS posterior mean, {start} start",
+                                        _xjitter(flagged, i, len(starts)))
+        if any_flag:
+            _note_flagged(ax, "bayes_sampling", _why(sub))
         ax.set_xlabel("sample ratio \u03b1")
         ax.set_ylabel("test excess error")
         ax.set_title(title_of(sel), fontsize=10)
         ax.grid(alpha=0.3)
-        for var, mk, col, lab in (("log_lik_gap", "o", "C0",
-                                   "log-likelihood gap, teacher minus other start"),):
-            if var in sub:
-                mean, _ = seed_stats(sub[var])
-                mean = mean.squeeze(drop=True)
-                if mean.ndim == 1 and _finite(mean):
-                    ok = np.isfinite(mean.values)
-                    ax2.plot(mean["alpha"].values[ok], mean.values[ok], mk, color=col, ms=7,
-                             label=lab, ls="none")
+        top = 0.05
+        if "log_lik_gap" in sub:
+            mean, sem = seed_stats(sub["log_lik_gap"])
+            mean, sem = mean.squeeze(drop=True), sem.squeeze(drop=True)
+            if mean.ndim == 1 and _finite(mean):
+                ok = np.isfinite(mean.values)
+                n = int(sub["log_lik_gap"].notnull().sum("seed").max()) if "seed" in \
+                    sub["log_lik_gap"].dims else 1
+                e = np.nan_to_num(sem.values)
+                ax2.errorbar(mean["alpha"].values[ok], mean.values[ok], yerr=e[ok], fmt="o",
+                             color="C0", ms=7, capsize=3, ls="none",
+                             label="log-likelihood gap, teacher minus other start"
+                             + (" (1 seed: no error bar)" if n < 2 else
+                                f" (mean \u00b1 s.e. of {n} seeds)"))
+                top = max(top, 1.3 * float(np.nanmax(np.abs(mean.values[ok]) + e[ok])))
+        ax2.set_ylim(-top, top)
         ax2.axhline(0.0, color="0.5", lw=0.8)
         if se is not None:
             for lo, hi in hard_windows(se["alpha"], np.nan_to_num(se["hard"])):
@@ -716,7 +1004,7 @@ def sampler_starts(results: Results) -> Figure:
         ax2.set_ylabel("log-lik gap (nats/sample)")
         ax2.grid(alpha=0.3)
     _legend_below(fig, axes.ravel())
-    fig.suptitle("Teacher, random and annealed NUTS starts against the state evolution")
+    _suptitle(fig, "Teacher, random and annealed NUTS starts against the state evolution")
     return fig
 
 
@@ -757,12 +1045,61 @@ def _elements(ax: Axes, renderer) -> list:
     return boxes
 
 
+_FIXED = re.compile(r"^[-\u2212]?\d*\.\d+$")
+_CAPS = {"_", "|", "None", "none", "", " ", ",", "."}
+
+
+def _tick_problems(name: str, ax: Axes) -> list[str]:
+    """A log axis with fewer than two tick labels; fixed-decimal tick labels spanning three
+    decades or more (0.00005 ... 0.05: unreadable)."""
+    out = []
+    for which, axis in (("x", ax.xaxis), ("y", ax.yaxis)):
+        texts = [t.get_text().strip() for t in _drawn_ticklabels(axis)]
+        texts = [t for t in texts if t]
+        if axis.get_scale() == "log" and len(texts) < 2:
+            out.append(f"{name}: log {which} axis with {len(texts)} tick label(s)")
+        fixed = [abs(float(t.replace("\u2212", "-"))) for t in texts if _FIXED.match(t)]
+        fixed = [v for v in fixed if v > 0]
+        if len(fixed) >= 2 and max(fixed) / min(fixed) >= 1000.0:
+            out.append(f"{name}: fixed-decimal {which} tick labels span three decades or more "
+                       f"({min(fixed):g} to {max(fixed):g})")
+    return out
+
+
+def _marker_problems(name: str, ax: Axes) -> list[str]:
+    """Filled markers drawn on top of each other (closer than a third of their size): seeds or
+    series that hide each other."""
+    pts = []
+    dpi = ax.figure.dpi
+    for ln in ax.lines:
+        mk = ln.get_marker()
+        if not ln.get_visible() or (isinstance(mk, str) and mk in _CAPS) or mk is None:
+            continue
+        if str(ln.get_markerfacecolor()).lower() == "none":
+            continue  # hollow overlays (bounds, flags) are meant to sit on a point
+        xy = np.column_stack([np.asarray(ln.get_xdata(), float),
+                              np.asarray(ln.get_ydata(), float)])
+        xy = xy[np.isfinite(xy).all(axis=1)]
+        if not len(xy):
+            continue
+        disp = ax.transData.transform(xy)
+        size = ln.get_markersize() * dpi / 72.0
+        pts += [(p, size, id(ln)) for p in disp]
+    for i in range(len(pts)):
+        for j in range(i + 1, len(pts)):
+            (p, s1, _), (q, s2, _) = pts[i], pts[j]
+            if float(np.hypot(*(p - q))) < min(s1, s2) / 3.0:
+                return [f"{name}: markers drawn on top of each other (jitter or summarise)"]
+    return []
+
+
 def legibility_problems(fig: Figure) -> list[str]:
     """What makes a figure hard to read once laid out (drawn on an Agg canvas): a visible
     panel without an x or y label; a title, axis label or tick label of one panel over
     another panel's plot area or text; a panel, legend or title outside the figure or over a
-    panel; labelled artists with no legend. Returns one sentence per problem (empty:
-    legible)."""
+    panel; labelled artists with no legend; a log axis with fewer than two tick labels;
+    fixed-decimal tick labels spanning three decades; filled markers on top of each other.
+    Returns one sentence per problem (empty: legible)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     canvas = FigureCanvasAgg(fig)
@@ -782,6 +1119,7 @@ def legibility_problems(fig: Figure) -> list[str]:
         if not _inside(ax.get_tightbbox(renderer), outer):
             problems.append(f"{name}: outside the figure")
         panels.append((name, _elements(ax, renderer)))
+        problems += _tick_problems(name, ax) + _marker_problems(name, ax)
         labelled |= any(not lab.startswith("_") for lab in ax.get_legend_handles_labels()[1])
     for i, (n1, e1) in enumerate(panels):
         for n2, e2 in panels[i + 1:]:
@@ -802,6 +1140,28 @@ def legibility_problems(fig: Figure) -> list[str]:
             if any(_area(box, b) > 4.0 for b in elements):
                 problems.append(f"{label} overlaps {n}")
     return problems
+
+
+def is_reference(results: Results) -> bool:
+    """Whether ``results`` are the shipped reference (:func:`bayesslr.load_reference`: its root
+    attributes carry ``reference``)."""
+    return isinstance(results, xr.DataTree) and "reference" in results.attrs
+
+
+def draw(which: str | Callable[[Results], Figure], results: Results) -> Figure:
+    """Draw one figure (a name of :data:`FIGURES` or a figure function); a figure drawn from
+    the shipped reference says so in its title ("shipped reference"), so it is never taken for
+    the user's own results."""
+    fn = FIGURES[which] if isinstance(which, str) else which
+    fig = fn(results)
+    title = getattr(fig, "_suptitle", None)
+    if is_reference(results):
+        if title is None:
+            fig.suptitle("shipped reference results")
+        else:
+            first, nl, rest = title.get_text().partition("\n")
+            title.set_text(f"{first} (shipped reference){nl}{rest}")
+    return fig
 
 
 FIGURES: dict[str, Callable[[Results], Figure]] = {

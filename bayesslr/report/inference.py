@@ -184,18 +184,29 @@ def _finite(x: Any) -> bool:
 
 
 def best_lam(df: pd.DataFrame) -> pd.DataFrame:
-    """ERM rows: keep, per method and setting, the ``lam`` with the lowest seed-mean error (the
-    paper's grid search, docs/estimators.md)."""
+    """ERM rows at a ``lam`` chosen without the test data: per method and setting, the rows run
+    with ``lam = "replica"`` or ``"validation"`` (chosen inside the cell) when there are any,
+    else the only ``lam`` run; with several numeric ``lam`` and none chosen, every ``lam`` is
+    kept as its own entry (``algorithm`` ``erm (lam=0.3)``), never picked on the test error."""
     is_erm = df["algorithm"].astype(str).str.startswith("erm")
     erm = df[is_erm].copy()
     if erm.empty or "lam" not in erm:
         return df
     keys = ["method", *SETTING]
     erm["_setting"] = ["|".join(map(str, t)) for t in erm[keys].itertuples(index=False)]
-    means = erm.groupby(["_setting", "lam"])["test_error"].mean()
-    best = set(means.groupby(level=0).idxmin().tolist())
-    keep = erm[[(k, lam) in best for k, lam in zip(erm["_setting"], erm["lam"], strict=True)]]
-    return pd.concat([df[~is_erm], keep.drop(columns="_setting")], ignore_index=True)
+    keep = []
+    for _, g in erm.groupby("_setting", sort=False):
+        lams = g["lam"].astype(str)
+        chosen = g[lams.isin(["replica", "validation"])]
+        if not chosen.empty:
+            keep.append(chosen)
+        elif lams.nunique() == 1:
+            keep.append(g)
+        else:
+            keep.append(g.assign(algorithm=[f"{a} (lam={lam})" for a, lam in
+                                            zip(g["algorithm"], lams, strict=True)]))
+    out = pd.concat(keep).drop(columns="_setting")
+    return pd.concat([df[~is_erm], out], ignore_index=True)
 
 
 def summarize(df: pd.DataFrame) -> pd.DataFrame:

@@ -74,6 +74,8 @@ class NotebookRun:
         Wall time of the execution.
     title : str
         The notebook's first heading.
+    skipped : str
+        Why the notebook was not run (the results hold none of its data), ``""`` if it ran.
     """
 
     name: str
@@ -84,15 +86,17 @@ class NotebookRun:
     images: int = 0
     seconds: float = 0.0
     title: str = ""
+    skipped: str = ""
 
 
 def check_extra() -> None:
     """Raise :class:`ConfigError` (one line) unless the ``notebooks`` extra is installed."""
     missing = [dist for mod, dist in REQUIRED.items() if importlib.util.find_spec(mod) is None]
     if missing:
+        from bayesslr.core.extras import install_hint
+
         raise ConfigError(f"--notebooks needs the optional extra '{EXTRA}' (missing: "
-                          f"{', '.join(missing)}); install it with: pip install "
-                          f"'bayesslr[{EXTRA}]'")
+                          f"{', '.join(missing)}); install it with: {install_hint(EXTRA)}")
 
 
 def notebook_dir() -> Path:
@@ -224,22 +228,54 @@ def to_html(nb: Any) -> str:
     return body
 
 
+def missing_data(name: str, tree: Any) -> str:
+    """Why the notebook ``name`` has nothing to show on the results ``tree`` (``""`` when it
+    has): a theme notebook (:data:`~bayesslr.report.figures.THEMES`) needs one of its figures
+    drawable, the ``inference`` notebook an ``inference`` group; other notebooks always run."""
+    from bayesslr.core.extras import install_hint
+    from bayesslr.report.figures import FIGURES, THEMES, NothingToPlot
+
+    if name in THEMES:
+        why = []
+        for fig in THEMES[name]:
+            try:
+                FIGURES[fig](tree)
+            except NothingToPlot as exc:
+                why.append(str(exc))
+            else:
+                return ""
+        return "; ".join(dict.fromkeys(why)) or "no figure to draw"
+    if name == "inference" and "inference" not in tree.children:
+        return ("the results hold no inference benchmark (run 'bayesslr run --preset "
+                f"inference-quick', which needs the blackjax extra: {install_hint('blackjax')})")
+    return ""
+
+
 def write_notebooks(results: str | Path, out: str | Path | None = None, *,
                     notebooks: Sequence[str | Path] | None = None,
                     timeout: int = 900) -> list[NotebookRun]:
-    """Execute every notebook on ``results`` and write ``OUT/<name>.html`` and
-    ``OUT/index.html`` (``OUT`` defaults to ``RESULTS/figures``). A notebook whose cell fails
-    is still written (the HTML shows the error) and reported in its :class:`NotebookRun`."""
+    """Execute every notebook whose data the results hold (:func:`missing_data`) on
+    ``results`` and write ``OUT/<name>.html`` and ``OUT/index.html`` (``OUT`` defaults to
+    ``RESULTS/figures``); a notebook without data is not run, and the index says why in one
+    line (its :class:`NotebookRun` has ``skipped``). A notebook whose cell fails is still
+    written (the HTML shows the error) and reported in its :class:`NotebookRun`."""
     check_extra()
+    from bayesslr.results.load import load_results
+
     res = Path(results)
     out_dir = Path(out) if out is not None else (
         res / "figures" if res.is_dir() else res.parent / "figures")
     paths = [Path(p) for p in notebooks] if notebooks is not None else find_notebooks()
     if not paths:
         raise ConfigError(f"no jupytext notebook found in {notebook_dir()}")
+    tree = load_results(res)
     out_dir.mkdir(parents=True, exist_ok=True)
     runs = []
     for p in paths:
+        why = missing_data(p.stem, tree)
+        if why:
+            runs.append(NotebookRun(p.stem, p, title=p.stem, skipped=why))
+            continue
         t0 = time.perf_counter()
         nb, error = execute(p, res, cwd=out_dir, timeout=timeout)
         run = NotebookRun(p.stem, p, error=error, title=nb.metadata.get("title", p.stem))
@@ -262,7 +298,11 @@ _STATUS_COLOR = {"holds": "#1a7f37", "does not hold": "#b42318", "not enough dat
 def index_html(results: Path, runs: Sequence[NotebookRun]) -> str:
     """A page linking every notebook's HTML with the verdicts it printed."""
     items = []
+    left_out = [f"<li><b>{html.escape(r.name)}</b>: not run, {html.escape(r.skipped)}</li>"
+                for r in runs if r.skipped]
     for r in runs:
+        if r.skipped:
+            continue
         lines = []
         for v in r.verdicts:
             m = re.match(r"VERDICT \[([^\]]+)\] (.*)", v)
@@ -285,4 +325,6 @@ def index_html(results: Path, runs: Sequence[NotebookRun]) -> str:
             f"<body><h1>bayesslr report</h1><p>Results: <code>{html.escape(str(results))}"
             "</code>. Each notebook opens in this browser (figures embedded, no Jupyter "
             "needed); the verdicts say what the data says about the paper's claims.</p>"
-            + "".join(items) + "</body></html>")
+            + "".join(items)
+            + (f"<h2>Notebooks left out</h2><ul>{''.join(left_out)}</ul>" if left_out else "")
+            + "</body></html>")

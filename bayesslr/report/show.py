@@ -21,7 +21,7 @@ import xarray as xr
 
 from bayesslr.core.task import ConfigError
 from bayesslr.report.claims import Verdict
-from bayesslr.report.figures import FIGURES, NothingToPlot, Results, groups
+from bayesslr.report.figures import FIGURES, NothingToPlot, Results, draw, groups
 
 DEFAULT_RESULTS = "results/quick"
 DPI = 100
@@ -40,31 +40,38 @@ def _display(obj: object) -> None:
 
 
 def results_parameter() -> str:
-    """The default of a notebook's ``results`` parameter: ``$BAYESSLR_RESULTS``, else
-    ``results/quick``."""
-    return os.environ.get("BAYESSLR_RESULTS", "").strip() or DEFAULT_RESULTS
+    """The default of a notebook's ``results`` parameter: ``$BAYESSLR_RESULTS``, else ``""``
+    (no results directory given: :func:`open_results` then shows ``results/quick`` if it
+    exists, else the shipped reference)."""
+    return os.environ.get("BAYESSLR_RESULTS", "").strip()
 
 
 def open_results(results: str | Path | None) -> xr.DataTree | None:
-    """The results a notebook shows: the directory (or ``dataset.nc``) given when it holds a
-    sweep; otherwise the suite's shipped reference results when this version has them
-    (``bayesslr.report.load_reference``); otherwise None, with a sentence saying why."""
+    """The results a notebook shows.
+
+    A directory (or ``dataset.nc``) given explicitly must hold results: otherwise
+    :class:`~bayesslr.core.task.ConfigError` (a mistyped path is never replaced by other
+    numbers). With none given (``None`` or ``""``): ``results/quick`` when it holds a sweep,
+    else the suite's shipped reference results (``bayesslr.load_reference``), said so in a
+    sentence and in every figure's title; None, with a sentence, when this installation has
+    neither.
+    """
     from bayesslr import report
 
     if results:
         p = Path(results)
-        if (p / "dataset.nc").exists() or (p.is_file() and p.suffix == ".nc"):
-            try:
-                tree = report.load_results(p)
-            except ConfigError as exc:
-                print(f"The results at {p} cannot be read ({exc}).")
-                return None
-            print(f"Results: {p.resolve()} ({tree.attrs.get('title', 'a sweep')}, "
-                  f"revision {tree.attrs.get('git_revision', '?')}; families: "
-                  f"{', '.join(groups(tree)) or 'none'}).")
-            return tree
-        print(f"No results at {p} (run 'bayesslr run --preset quick --out {p}' first, or set "
-              "BAYESSLR_RESULTS to a results directory).")
+        if not ((p / "dataset.nc").exists() or (p.is_file() and p.suffix == ".nc")):
+            raise ConfigError(f"results={str(results)!r} holds no results (no dataset.nc); "
+                              "allowed: a directory written by 'bayesslr run' (or give none "
+                              "to see the shipped reference)")
+        tree = report.load_results(p)
+        print(f"Results: {p.resolve()} ({tree.attrs.get('title', 'a sweep')}, "
+              f"revision {tree.attrs.get('git_revision', '?')}; families: "
+              f"{', '.join(groups(tree)) or 'none'}).")
+        return tree
+    if (Path(DEFAULT_RESULTS) / "dataset.nc").exists():
+        print(f"No results directory was given: showing {DEFAULT_RESULTS}.")
+        return open_results(DEFAULT_RESULTS)
     try:
         tree = report.load_reference()
     except ConfigError as exc:
@@ -72,7 +79,8 @@ def open_results(results: str | Path | None) -> xr.DataTree | None:
         return None
     print("No results directory was given: showing the suite's shipped reference results "
           f"({tree.attrs.get('reference', '')}; reductions against the paper's sizes: "
-          f"{tree.attrs.get('reductions', '?')}).")
+          f"{tree.attrs.get('reductions', '?')}); every figure drawn from them says "
+          "'shipped reference' in its title.")
     return tree
 
 
@@ -87,7 +95,7 @@ def figure(which: str | Callable[[Results], object], results: Results | None, *,
         print(f"Figure {name} not drawn: no results.")
         return
     try:
-        fig = fn(results)
+        fig = draw(fn, results)
     except NothingToPlot as why:
         print(f"Figure {name} not drawn: {why}.")
         return

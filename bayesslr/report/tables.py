@@ -22,6 +22,7 @@ from bayesslr.report.figures import (
     SETTING_DIMS,
     Results,
     groups,
+    lam_choice,
     largest_size,
     methods_of,
     sampler_starts_of,
@@ -107,8 +108,9 @@ def _size_text(size: dict) -> str:
 def finite_sample_table(results: Results, *, all_lams: bool = False) -> pd.DataFrame:
     """Test excess error per setting, ``alpha``, method and size (``size`` is ``inf`` for the
     theories, ``D=...`` or ``sqrtND=...`` for finite-size estimators), seed mean with its
-    standard error and the number of seeds; ``lam`` tuned per ``alpha`` (the chosen value in
-    column ``lam``), or one row per ``lam`` when ``all_lams``. ``dof`` is the degrees of
+    standard error and the number of seeds; ``lam`` chosen per ``alpha`` without the test
+    data (:func:`~bayesslr.results.query.lam_choice`; the chosen value in column ``lam``), or
+    one row per ``lam`` when ``all_lams``. ``dof`` is the degrees of
     freedom of ``se``: ``seeds - 1`` when it is the spread over seeds, ``inf`` when it is a
     Monte Carlo error of a large sample (a theory; one seed, whose ``se`` is then the test-set
     error alone, without the teacher-to-teacher spread). Trajectory families (``gd``) are not
@@ -116,6 +118,7 @@ def finite_sample_table(results: Results, *, all_lams: bool = False) -> pd.DataF
     from bayesslr.report.figures import finite_sample_groups
 
     rows: list[dict] = []
+    theory = groups(results).get("theory_erm")
     for fam, ds in finite_sample_groups(results).items():
         for m in methods_of(ds, fam):
             for size in sizes_of(ds, m):
@@ -125,21 +128,20 @@ def finite_sample_table(results: Results, *, all_lams: bool = False) -> pd.DataF
                     for i in range(sub.sizes["lam"]):
                         _rows_of(rows, m, size, sub.isel(lam=[i]))
                 else:
-                    _rows_of(rows, m, size, sub)
+                    _rows_of(rows, m, size, sub, theory)
     return pd.DataFrame(rows, columns=FINITE_COLUMNS).astype(
         {"L": str, "nu": float, "delta": float, "alpha": float, "test_error": float,
          "se": float, "seeds": int, "dof": float})
 
 
-def _rows_of(rows: list, m: str, size: dict, sub: xr.Dataset) -> None:
-    """Append the rows of one method at one size (``lam`` tuned over what ``sub`` holds)."""
-    mean, sem = stats_of(sub)
+def _rows_of(rows: list, m: str, size: dict, sub: xr.Dataset,
+             theory: xr.Dataset | None = None) -> None:
+    """Append the rows of one method at one size (``lam`` chosen over what ``sub`` holds by
+    :func:`~bayesslr.results.query.lam_choice`, never on the test error)."""
+    mean, sem = stats_of(sub, theory=theory)
     te = sub["test_error"]
     n_seeds = te.notnull().sum("seed") if "seed" in te.dims else xr.ones_like(te)
-    best = None
-    if "lam" in te.dims:
-        tm = te.mean("seed", skipna=True) if "seed" in te.dims else te
-        best = tm.fillna(np.inf).argmin("lam")
+    best = lam_choice(sub, theory)
     for sel in _coords_product(mean, list(mean.dims)):
         v = _value(mean.sel(sel))
         if not math.isfinite(v):
@@ -148,6 +150,8 @@ def _rows_of(rows: list, m: str, size: dict, sub: xr.Dataset) -> None:
         lam: object = ""
         if best is not None:
             idx = int(np.asarray(best.sel(at).values).ravel()[0])
+            if idx < 0:
+                continue
             lam = sub["lam"].values.tolist()[idx]
             seeds = n_seeds.sel(at).isel(lam=idx)
         else:
@@ -166,7 +170,7 @@ def _rows_of(rows: list, m: str, size: dict, sub: xr.Dataset) -> None:
                      else math.inf})
 
 
-SAMPLER_COLUMNS = ["variant", "L", "nu", "delta", "alpha", "D", "start", "test_error", "se",
+SAMPLER_COLUMNS = ["variant", "L", "nu", "delta", "alpha", "D", "seed", "start", "test_error", "se",
                    "r_hat_max", "ess_bulk_min", "ess_tail_min", "ess_per_grad",
                    "ess_tail_per_grad", "divergences", "grad_evals", "nishimori_gap",
                    "m_k", "q_k", "m_v", "q_v", "log_lik_gap", "r_hat_max_pooled",
@@ -201,7 +205,8 @@ def sampler_table(results: Results) -> pd.DataFrame:
                     return _value(cell[key]) if key in cell else math.nan
 
                 grads = get("grad_evals")
-                row = {d: sel.get(d, "") for d in ("variant", "L", "nu", "delta", "alpha", "D")}
+                row = {d: sel.get(d, "") for d in ("variant", "L", "nu", "delta", "alpha", "D",
+                                                   "seed")}
                 row.update({
                     "start": start, "test_error": get("test_error"),
                     "se": get("stderr") if not pre else math.nan,

@@ -107,46 +107,112 @@ def seed_stats(da: xr.DataArray, se: xr.DataArray | None = None
     return mean, sem
 
 
-def _best_lam(sub: xr.Dataset) -> xr.DataArray | None:
-    if "lam" not in sub["test_error"].dims:
+# lam labels chosen without the test data, in order of preference: the replica theory's optimum
+# at the cell's task and alpha, the grid search on a validation split of the training data
+CHOSEN_LAMS = ("replica", "validation")
+
+
+def _family(sub: xr.Dataset) -> str:
+    m = sub["method"].values if "method" in sub.coords else ""
+    return str(np.asarray(m).ravel()[0]).split(":", 1)[0] if np.asarray(m).size == 1 else ""
+
+
+def _theory_method(sub: xr.Dataset) -> str:
+    m = str(np.asarray(sub["method"].values).ravel()[0])
+    return "theory_erm:" + m.partition(":")[2]
+
+
+def lam_choice(sub: xr.Dataset, theory: xr.Dataset | None = None) -> xr.DataArray | None:
+    """Which ``lam`` of one method's dataset (method and size selected) each point shows: an
+    index along ``lam`` per remaining point, ``-1`` where none can be chosen; None when the
+    dataset has no ``lam`` dimension.
+
+    Never chosen on the test error it reports (docs/reports.md, "Reading the figures"):
+
+    * a theory family (``theory_erm``): its own optimum over ``lam`` (the replica's optimal
+      ``lam``, a property of the ``D -> inf`` theory, not of data);
+    * a finite-size family: ``lam = "replica"`` or ``"validation"`` where run (chosen inside the
+      cell without the test set); else, among numeric ``lam``, the one where the replica theory
+      of the same activation (``theory``: the ``theory_erm`` group at the same setting) has the
+      lowest test error at that ``alpha``; else the only ``lam`` run; else none (``-1``: the
+      point is not drawn, and the tables and verdicts say what is needed).
+    """
+    te = sub["test_error"]
+    if "lam" not in te.dims:
         return None
-    tmean, _ = seed_stats(sub["test_error"])
-    return tmean.fillna(np.inf).argmin("lam")
+    tmean, _ = seed_stats(te)
+    finite = np.isfinite(tmean)
+    if _family(sub).startswith("theory"):
+        best = tmean.fillna(np.inf).argmin("lam")
+        return best.where(finite.any("lam"), -1).astype(int)
+    labels = [str(v) for v in sub["lam"].values.tolist()]
+    idx = xr.full_like(finite.isel(lam=0, drop=True), -1, dtype=int)
+    for lab in CHOSEN_LAMS:
+        if lab in labels:
+            i = labels.index(lab)
+            idx = idx.where((idx >= 0) | ~finite.isel(lam=i, drop=True), i)
+    numeric = [i for i, v in enumerate(sub["lam"].values.tolist())
+               if isinstance(v, int | float | np.number) and not isinstance(v, bool)]
+    if theory is not None and numeric and "lam" in theory.dims and "method" in theory.dims \
+            and _theory_method(sub) in theory["method"].values.tolist():
+        th = theory.sel({"method": _theory_method(sub)})
+        th_mean, _ = seed_stats(th["test_error"])
+        th_lams = th_mean["lam"].values.tolist()
+        scores = []
+        for i in numeric:
+            v = sub["lam"].values.tolist()[i]
+            if v not in th_lams:
+                scores.append(xr.full_like(finite.isel(lam=i, drop=True), np.nan, dtype=float))
+                continue
+            one = th_mean.sel(lam=v, drop=True)
+            one = one.drop_vars([c for c in one.coords if c not in one.dims], errors="ignore")
+            shared = {d: finite[d].values for d in one.dims if d in finite.dims}
+            one = one.reindex(shared) if shared else one
+            one = one.squeeze([d for d in one.dims if d not in finite.dims], drop=True) \
+                if any(d not in finite.dims for d in one.dims) else one
+            ok = finite.isel(lam=i, drop=True)
+            scores.append(xr.where(ok, one, np.nan).broadcast_like(ok))
+        score = xr.concat(scores, "lam_numeric")
+        has = np.isfinite(score).any("lam_numeric")
+        arg = score.fillna(np.inf).argmin("lam_numeric")
+        best = arg.copy(data=np.asarray(numeric)[np.asarray(arg.values)])
+        idx = idx.where((idx >= 0) | ~has, best)
+    only = finite.sum("lam") == 1
+    idx = idx.where((idx >= 0) | ~only, finite.argmax("lam"))
+    return idx.astype(int)
 
 
-def _tune_lam(mean: xr.DataArray, sem: xr.DataArray) -> tuple[xr.DataArray, xr.DataArray]:
-    if "lam" not in mean.dims:
+def _at_lam(mean: xr.DataArray, sem: xr.DataArray, idx: xr.DataArray | None
+            ) -> tuple[xr.DataArray, xr.DataArray]:
+    if idx is None or "lam" not in mean.dims:
         return mean, sem
-    filled = mean.fillna(np.inf)
-    if filled.sizes["lam"] == 1:
-        return mean.isel(lam=0, drop=True), sem.isel(lam=0, drop=True)
-    best = filled.argmin("lam")
-    return mean.isel(lam=best, drop=True), sem.isel(lam=best, drop=True)
+    safe = idx.clip(min=0)
+    out_m = mean.isel(lam=safe, drop=True).where(idx >= 0)
+    out_s = sem.isel(lam=safe, drop=True).where(idx >= 0)
+    return out_m, out_s
 
 
-def stats_of(sub: xr.Dataset, var: str = "test_error") -> tuple[xr.DataArray, xr.DataArray]:
+def stats_of(sub: xr.Dataset, var: str = "test_error", theory: xr.Dataset | None = None
+             ) -> tuple[xr.DataArray, xr.DataArray]:
     """Seed-averaged ``var`` of one method's dataset (method and size already selected) with
-    its error bar, ``lam`` tuned on the test error (diagnostics follow the ``lam`` chosen
-    for the test error)."""
+    its error bar, at the ``lam`` of :func:`lam_choice` (never chosen on the test error:
+    ``theory`` is the ``theory_erm`` group at the same setting, whose optimum picks among a
+    numeric ``lam`` grid); diagnostics follow the same ``lam``."""
+    idx = lam_choice(sub, theory)
     if var not in sub:
         nan = xr.full_like(sub["test_error"], np.nan)
-        return _tune_lam(*seed_stats(nan))
+        return _at_lam(*seed_stats(nan), idx)
     own_se = {"test_error": "stderr"}.get(var, f"{var}_stderr")
     se = sub[own_se] if own_se in sub else None
     mean, sem = seed_stats(sub[var], se)
-    if var == "test_error":
-        return _tune_lam(mean, sem)
-    best = _best_lam(sub)
-    if best is not None and "lam" in mean.dims:
-        return mean.isel(lam=best, drop=True), sem.isel(lam=best, drop=True)
-    return mean, sem
+    return _at_lam(mean, sem, idx)
 
 
-def curve(ds: xr.Dataset, method: str, var: str = "test_error"
-          ) -> tuple[xr.DataArray, xr.DataArray]:
-    """Seed-averaged ``var`` of one method at its largest size with its error bar, ``lam``
-    tuned."""
-    return stats_of(largest_size(ds, method), var)
+def curve(ds: xr.Dataset, method: str, var: str = "test_error",
+          theory: xr.Dataset | None = None) -> tuple[xr.DataArray, xr.DataArray]:
+    """Seed-averaged ``var`` of one method at its largest size with its error bar, at the
+    ``lam`` of :func:`lam_choice`."""
+    return stats_of(largest_size(ds, method), var, theory)
 
 
 def settings(ds: xr.Dataset | Iterable[xr.Dataset], keep: Iterable[str]

@@ -20,7 +20,9 @@ import json
 import os
 import platform
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import xarray as xr
 
 from bayesslr.core.task import ConfigError
@@ -51,8 +53,9 @@ def load_reference() -> xr.DataTree:
     """The shipped reference results (a results tree, as :func:`bayesslr.load` returns).
 
     Every setting of the paper's figures, computed once with the ``reference`` preset; the
-    root attributes carry the provenance and ``reductions`` (what was reduced against the
-    paper's sizes, and why).
+    root attributes carry the provenance, ``reductions`` (what was reduced against the
+    paper's sizes, and why) and ``certificate`` (:func:`certificate`, computed from the file
+    as it is loaded: revision, code versions, converged fractions and sizes per family).
 
     Returns
     -------
@@ -81,7 +84,84 @@ def load_reference() -> xr.DataTree:
                           "installation; allowed: a results directory written by "
                           "'bayesslr run'")
     with xr.open_datatree(path, engine="h5netcdf") as tree:
-        return tree.load()
+        tree = tree.load()
+    tree.attrs["certificate"] = json.dumps(certificate(tree), sort_keys=True)
+    return tree
+
+
+def certificate(tree: xr.DataTree) -> dict[str, Any]:
+    """What a results file can be trusted for, computed from the file itself (never written by
+    hand): :func:`load_reference` stores it as the JSON attribute ``certificate``.
+
+    Returns
+    -------
+    dict
+        ``revision`` (the root's ``git_revision``) and ``clean`` (a revision without
+        ``-dirty``); ``cells`` and ``cells_failed`` (the ``cells`` group); per family
+        (``families``): ``versions`` (code version -> cells computed by it, from the cells'
+        ``method_version``), ``current_version`` (this code's, :func:`bayesslr.registry.
+        get_method`), ``at_current_version`` (the fraction of its cells at it),
+        ``converged`` (the fraction of its cells with a result whose ``converged`` output is
+        true; None without that output), ``cells``, and the sizes: ``D`` and ``sqrtND`` (the
+        values run) and ``seeds`` (how many); ``certified``: a clean revision, every cell at
+        its current version and every converged fraction 1.
+
+    Examples
+    --------
+    >>> import bayesslr as bs
+    >>> cert = certificate(bs.load_reference())
+    >>> sorted(cert)[:3]
+    ['cells', 'cells_failed', 'certified']
+    """
+    from bayesslr.registry import get_method
+
+    rev = str(tree.attrs.get("git_revision", ""))
+    cert: dict[str, Any] = {"revision": rev, "clean": bool(rev) and not rev.endswith("-dirty")}
+    fams: dict[str, dict[str, Any]] = {}
+    cells = tree["cells"].to_dataset() if "cells" in tree.children else None
+    if cells is not None:
+        cert["cells"] = int(cells.sizes.get("cell", 0))
+        status = [str(x) for x in cells["status"].values] if "status" in cells else []
+        cert["cells_failed"] = sum(st != "ok" for st in status)
+        versions = cells["method_version"].values if "method_version" in cells else None
+        for i, method in enumerate(str(m) for m in cells["method"].values):
+            fam = method.split(":", 1)[0]
+            f = fams.setdefault(fam, {"cells": 0, "versions": {}, "D": set(), "sqrtND": set(),
+                                      "seed": set()})
+            f["cells"] += 1
+            if versions is not None:
+                v = str(versions[i])
+                f["versions"][v] = f["versions"].get(v, 0) + 1
+            try:
+                f.setdefault("current_version", get_method(method).version)
+            except Exception:  # a family this code does not have (a plugin)
+                f.setdefault("current_version", None)
+            if "settings" in cells:
+                st = json.loads(str(cells["settings"].values[i]))
+                for key in ("D", "sqrtND", "seed"):
+                    if st.get(key) is not None:
+                        f[key].add(st[key])
+    else:
+        cert["cells"], cert["cells_failed"] = 0, 0
+    for fam, f in fams.items():
+        n = sum(f["versions"].values())
+        cur = f.get("current_version")
+        f["at_current_version"] = (f["versions"].get(cur, 0) / n) if n else None
+        f["D"], f["sqrtND"] = sorted(f["D"]), sorted(f["sqrtND"])
+        f["seeds"] = len(f.pop("seed"))
+        f["converged"] = None
+        if fam in tree.children:
+            ds = tree[fam].to_dataset()
+            if "converged" in ds and "test_error" in ds:
+                has = np.isfinite(np.asarray(ds["test_error"].values, float))
+                conv = np.asarray(ds["converged"].values, float)
+                f["converged"] = float((conv[has] > 0.5).mean()) if has.any() else None
+    cert["families"] = fams
+    cert["certified"] = bool(
+        cert["clean"] and cert["cells_failed"] == 0 and fams
+        and all(f["at_current_version"] == 1.0 for f in fams.values())
+        and all(f["converged"] in (None, 1.0) for f in fams.values()))
+    return cert
 
 
 def build_reference(results: str | Path, out: str | Path | None = None, *,

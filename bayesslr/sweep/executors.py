@@ -477,6 +477,8 @@ def make_executor(workers: int | None, scheduler: str | None) -> Executor:
     try:
         import distributed  # noqa: F401
     except ImportError:
-        raise ConfigError("--workers/--scheduler need dask.distributed; install "
-                          "bayesslr[distributed]") from None
+        from bayesslr.core.extras import install_hint
+
+        raise ConfigError("--workers/--scheduler need dask.distributed; install it with "
+                          f"{install_hint('distributed')}") from None
     return DaskExecutor(workers=workers, scheduler=scheduler)
