@@ -62,7 +62,8 @@ def load_reference() -> xr.DataTree:
     Raises
     ------
     ConfigError
-        When this installation carries no reference results.
+        When this installation carries no reference results, or a corrupt file (the
+        message names it and says to reinstall).
 
     Examples
     --------
@@ -80,8 +81,19 @@ def load_reference() -> xr.DataTree:
         raise ConfigError(f"reference results {str(path)!r} are missing from this "
                           "installation; allowed: a results directory written by "
                           "'bayesslr run'")
-    with xr.open_datatree(path, engine="h5netcdf") as tree:
-        return tree.load()
+    try:
+        with xr.open_datatree(path, engine="h5netcdf") as tree:
+            tree = tree.load()
+    except (OSError, ValueError, KeyError) as exc:
+        why = " ".join(str(exc).split())[:200] or type(exc).__name__
+        raise ConfigError(f"reference results {str(path)!r} are corrupt ({why}); allowed: the "
+                          "file as shipped: reinstall bayesslr (pip install --force-reinstall "
+                          "bayesslr) to restore it") from None
+    if "bayesslr_version" not in tree.attrs or "cells" not in tree.children:
+        raise ConfigError(f"reference results {str(path)!r} are not bayesslr results; allowed: "
+                          "the file as shipped: reinstall bayesslr (pip install "
+                          "--force-reinstall bayesslr) to restore it")
+    return tree
 
 
 def build_reference(results: str | Path, out: str | Path | None = None, *,

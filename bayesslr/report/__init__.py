@@ -19,6 +19,7 @@ import xarray as xr
 from bayesslr.reference import load_reference
 from bayesslr.report.claims import CLAIMS, Verdict, all_verdicts
 from bayesslr.report.figures import FIGURES, THEMES, NothingToPlot
+from bayesslr.report.output import prepare_out, save_figure, save_text
 from bayesslr.task import ConfigError
 
 __all__ = ["CLAIMS", "FIGURES", "THEMES", "NothingToPlot", "Verdict", "all_verdicts",
@@ -36,9 +37,14 @@ def load_results(path: str | Path) -> xr.DataTree:
                           "written by 'bayesslr run'")
     try:
         with xr.open_datatree(f, engine="h5netcdf") as tree:
-            return tree.load()
+            tree = tree.load()
     except (OSError, ValueError) as exc:
         raise ConfigError(f"results={str(f)!r} cannot be read ({exc})") from None
+    if "bayesslr_version" not in tree.attrs or "cells" not in tree.children:
+        raise ConfigError(f"results={str(f)!r} is a netCDF file but not bayesslr results (no "
+                          "'bayesslr_version' attribute or 'cells' group); allowed: a "
+                          "directory written by 'bayesslr run', or its dataset.nc")
+    return tree
 
 
 def default_out(results: str | Path) -> Path:
@@ -58,8 +64,7 @@ def write_report(results: str | Path | xr.DataTree, out: str | Path | None = Non
     if out is None and isinstance(results, xr.DataTree):
         raise ConfigError("out is not set; allowed: a directory for the figures of loaded "
                           "results")
-    out_dir = Path(out) if out is not None else default_out(results)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = prepare_out(out if out is not None else default_out(results))
     written: list[Path] = []
     skipped: list[tuple[str, str]] = []
     for name, fn in FIGURES.items():
@@ -69,16 +74,12 @@ def write_report(results: str | Path | xr.DataTree, out: str | Path | None = Non
             skipped.append((name, str(why)))
             continue
         for fmt in formats:
-            path = out_dir / f"{name}.{fmt}"
-            fig.savefig(path, dpi=dpi)
-            written.append(path)
+            written.append(save_figure(fig, out_dir / f"{name}.{fmt}", dpi=dpi))
     lines = []
     for theme, vs in all_verdicts(tree).items():
         lines.append(f"# {theme}")
         lines += [v.line() for v in vs]
-    path = out_dir / "verdicts.txt"
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    written.append(path)
+    written.append(save_text("\n".join(lines) + "\n", out_dir / "verdicts.txt"))
     if "inference" in tree.children and not isinstance(results, xr.DataTree):
         from bayesslr.report import inference
 

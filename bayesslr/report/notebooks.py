@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bayesslr.report.output import prepare_out, save_text
 from bayesslr.task import ConfigError
 
 EXTRA = "notebooks"
@@ -237,7 +238,7 @@ def write_notebooks(results: str | Path, out: str | Path | None = None, *,
     paths = [Path(p) for p in notebooks] if notebooks is not None else find_notebooks()
     if not paths:
         raise ConfigError(f"no jupytext notebook found in {notebook_dir()}")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = prepare_out(out_dir)
     runs = []
     for p in paths:
         t0 = time.perf_counter()
@@ -247,12 +248,10 @@ def write_notebooks(results: str | Path, out: str | Path | None = None, *,
         run.verdicts = [m.group(0) for m in VERDICT.finditer(_texts(nb))]
         run.images = _images(nb)
         html_path = out_dir / f"{p.stem}.html"
-        tmp = html_path.with_suffix(".html.tmp")
-        tmp.write_text(to_html(nb), encoding="utf-8")
-        tmp.replace(html_path)
+        save_text(to_html(nb), html_path)
         run.html = html_path
         runs.append(run)
-    (out_dir / "index.html").write_text(index_html(res, runs), encoding="utf-8")
+    save_text(index_html(res, runs), out_dir / "index.html")
     return runs
 
 

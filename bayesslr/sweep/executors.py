@@ -312,10 +312,10 @@ def _probe(address: str, timeout: float = 5.0) -> None:
     import socket
     from urllib.parse import urlsplit
 
-    if not address.startswith("tcp://"):
+    if not address.startswith(("tcp://", "tls://")):
         return
-    parts = urlsplit(address)
     try:
+        parts = urlsplit(address)
         host, port = parts.hostname, parts.port
     except ValueError:
         host, port = None, None
@@ -372,8 +372,9 @@ class DaskExecutor:
                 _probe(self.scheduler)
                 try:
                     self._client = Client(self.scheduler, timeout="20s")
-                except (OSError, TimeoutError) as exc:
-                    raise ConfigError(f"scheduler={self.scheduler!r} cannot be reached ({exc})"
+                except (OSError, TimeoutError, ValueError, TypeError) as exc:
+                    raise ConfigError(f"scheduler={self.scheduler!r} cannot be reached ("
+                                      f"{' '.join(str(exc).split()) or type(exc).__name__})"
                                       ) from None
                 return
             self._cluster = LocalCluster(n_workers=self.workers, threads_per_worker=1,
