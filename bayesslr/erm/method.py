@@ -352,10 +352,14 @@ def _remember(tcell: Cell, rec: dict[str, Any]) -> None:
 
 
 def _write_json(path: Path, rec: dict[str, Any]) -> None:
-    """Write ``rec`` to ``path`` atomically (a temporary file, then a rename)."""
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(rec, sort_keys=True), encoding="utf-8")
-    os.replace(tmp, path)
+    """Write ``rec`` to ``path`` durably (the storage layer's one atomic write: unique
+    temporary file, fsync, rename); a failure is an :class:`OSError`, as before."""
+    from bayesslr.sweep.storage import StoreError, write_text_atomic
+
+    try:
+        write_text_atomic(json.dumps(rec, sort_keys=True), path)
+    except StoreError as exc:
+        raise OSError(exc.errno, str(exc)) from None
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
