@@ -43,7 +43,11 @@ def register(app: typer.Typer) -> None:
                                     "single-threaded worker processes on 127.0.0.1 (at most "
                                     "4 per usable core)"),
         scheduler: str = typer.Option(None, "--scheduler", help="existing dask scheduler, "
-                                      "tcp://host:port"),
+                                      "tls://host:port (or tcp://host:port)"),
+        scheduler_security: Path = typer.Option(
+            None, "--scheduler-security", help="with --scheduler: a dask configuration file "
+            "(YAML) holding the cluster's TLS credentials (distributed.comm.tls.ca-file, "
+            ".client.cert, .client.key; docs/sweeps.md)"),
         force: bool = typer.Option(False, "--force", help="replace the config stored in OUT "
                                    "(finished cells that still match are kept)"),
         keep_stale: bool = typer.Option(False, "--keep-stale", help="reuse stored cells "
@@ -71,7 +75,7 @@ def register(app: typer.Typer) -> None:
 
         if preset is not None and config is not None:
             raise ConfigError("--preset and --config exclude each other; allowed: one of them")
-        executor = make_executor(workers, scheduler)  # validated, nothing started
+        executor = make_executor(workers, scheduler, scheduler_security)  # nothing started
         load_plugins(plugin_names())
         cfg = load_config(config) if config is not None else load_preset(preset or "quick")
         out_dir = out if out is not None else Path("results") / cfg.name
