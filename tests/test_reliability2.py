@@ -33,9 +33,8 @@ import xarray as xr
 from conftest import run_cli
 
 from bayesslr.methods import Cell, run_unit
-from bayesslr.sweep.config import load_config, parse_config
+from bayesslr.sweep.config import parse_config
 from bayesslr.sweep.executors import load_plugins
-from bayesslr.sweep.runner import run_sweep
 from bayesslr.sweep.storage import CellRecord, ResultStore
 from bayesslr.task import ConfigError
 
@@ -100,6 +99,16 @@ def children(pid: int) -> list[int]:
     return out
 
 
+def handled(pid: int) -> bool:
+    """Whether process ``pid`` catches both SIGINT and SIGTERM (``SigCgt`` of /proc)."""
+    try:
+        text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return True  # gone: nothing to wait for
+    mask = int(next(ln.split()[1] for ln in text.splitlines() if ln.startswith("SigCgt")), 16)
+    return all(mask >> (s - 1) & 1 for s in (signal.SIGINT, signal.SIGTERM))
+
+
 def alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -136,19 +145,27 @@ def test_start_up_interrupts_at_random_moments_end_in_one_line(tmp_path):
     0.5 s cells keep it running past 3 s). Every try must end with 128 + signal and one line.
     Before (the issue's 106 tries): 12 interrupts lost (exit 0), SIGABRT, SIGSEGV, 21
     ``ImportError: numpy._core.multiarray failed to import``, 66 tracebacks, 2 correct.
-    30 tries catch a one-in-ten failure with probability 96%; three run at a time."""
+    30 tries catch a one-in-ten failure with probability 96%; three run at a time.
+
+    A signal is sent no earlier than the moment the process catches SIGINT and SIGTERM
+    (``SigCgt`` in /proc): before it, the interpreter itself is starting (site, .pth files),
+    where no Python code of any package can run yet. That takes ~50 ms on an idle machine,
+    but more than 0.25 s on a loaded one, where it would make the test measure the load."""
     cfg = toml(tmp_path / "c.toml", alphas=(1, 2, 3, 4, 5, 6), sleep=0.5)
     rng = np.random.default_rng(25)
     delays = rng.uniform(0.25, 3.0, START_UP_REPS)
 
     def one(i: int) -> tuple[int, int, float, int | None, str]:
         sig = (signal.SIGINT, signal.SIGTERM)[i % 2]
+        t0 = time.monotonic()
         proc = subprocess.Popen(
             console(["run", "--config", str(cfg), "--out", str(tmp_path / f"o{i}"),
                      "--quiet"]), cwd=tmp_path, env=child_env(), text=True,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
-            time.sleep(delays[i])
+            while not handled(proc.pid) and time.monotonic() - t0 < 60:
+                time.sleep(0.001)
+            time.sleep(max(0.0, delays[i] - (time.monotonic() - t0)))
             proc.send_signal(sig)
             _, err = proc.communicate(timeout=60)
         finally:
@@ -526,7 +543,7 @@ def test_a_second_process_without_the_credentials_cannot_use_the_cluster(tmp_pat
     ``--scheduler-security`` connects to it as an existing cluster."""
     from bayesslr.sweep.executors import DaskExecutor
 
-    cfg = load_config(toml(tmp_path / "c.toml", alphas=(1, 2)))
+    toml(tmp_path / "c.toml", alphas=(1, 2))
     ex = DaskExecutor(workers=1)
     ex.open()
     try:
@@ -550,10 +567,12 @@ def test_a_second_process_without_the_credentials_cannot_use_the_cluster(tmp_pat
         conf.write_text(f"distributed:\n  comm:\n    tls:\n      ca-file: {files['ca']}\n"
                         f"      client:\n        cert: {files['cert']}\n"
                         f"        key: {files['key']}\n")
-        remote = DaskExecutor(scheduler=address, security=conf)
-        summary = run_sweep(cfg, tmp_path / "o", remote, progress=False)
-        assert (summary.computed, summary.failed) == (2, 0)
-        assert remote._client is None
+        proc = subprocess.run(
+            console(["run", "--config", str(tmp_path / "c.toml"), "--out", str(tmp_path / "o"),
+                     "--scheduler", address, "--scheduler-security", str(conf), "--quiet"]),
+            env=child_env(), capture_output=True, text=True, timeout=200)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert "cells: 2 (0 reused, 2 computed, 0 failed)" in proc.stdout
     finally:
         ex.close()
 
