@@ -47,7 +47,7 @@ def register(app: typer.Typer) -> None:
         scheduler_security: Path = typer.Option(
             None, "--scheduler-security", help="with --scheduler: a dask configuration file "
             "(YAML) holding the cluster's TLS credentials (distributed.comm.tls.ca-file, "
-            ".client.cert, .client.key; docs/sweeps.md)"),
+            ".client.cert, .client.key; README, Sweeps)"),
         force: bool = typer.Option(False, "--force", help="replace the config stored in OUT "
                                    "(finished cells that still match are kept)"),
         keep_stale: bool = typer.Option(False, "--keep-stale", help="reuse stored cells "
