@@ -89,7 +89,9 @@ def load_reference() -> xr.DataTree:
         raise ConfigError(f"reference results {str(path)!r} are corrupt ({why}); allowed: the "
                           "file as shipped: reinstall bayesslr (pip install --force-reinstall "
                           "bayesslr) to restore it") from None
-    if "bayesslr_version" not in tree.attrs or "cells" not in tree.children:
+    from bayesslr.report import is_results
+
+    if not is_results(tree):
         raise ConfigError(f"reference results {str(path)!r} are not bayesslr results; allowed: "
                           "the file as shipped: reinstall bayesslr (pip install "
                           "--force-reinstall bayesslr) to restore it")

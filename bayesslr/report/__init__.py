@@ -40,11 +40,21 @@ def load_results(path: str | Path) -> xr.DataTree:
             tree = tree.load()
     except (OSError, ValueError) as exc:
         raise ConfigError(f"results={str(f)!r} cannot be read ({exc})") from None
-    if "bayesslr_version" not in tree.attrs or "cells" not in tree.children:
+    if not is_results(tree):
         raise ConfigError(f"results={str(f)!r} is a netCDF file but not bayesslr results (no "
-                          "'bayesslr_version' attribute or 'cells' group); allowed: a "
-                          "directory written by 'bayesslr run', or its dataset.nc")
+                          "'bayesslr_version' attribute, no 'cells' or method family group); "
+                          "allowed: a directory written by 'bayesslr run', or its dataset.nc")
     return tree
+
+
+def is_results(tree: xr.DataTree) -> bool:
+    """Whether ``tree`` looks like bayesslr results: the provenance attribute of
+    ``bayesslr run``, or a ``cells`` or method family group (results assembled by hand)."""
+    from bayesslr.methods import FAMILY_MODULES
+
+    groups = set(tree.children)
+    return ("bayesslr_version" in tree.attrs
+            or bool(groups & {"cells", "inference", *FAMILY_MODULES}))
 
 
 def default_out(results: str | Path) -> Path:
