@@ -3,7 +3,10 @@
 * :class:`InProcessExecutor` (the default) runs cells one after another in this process.
 * :class:`DaskExecutor` runs them on a dask.distributed cluster: a ``LocalCluster`` bound to
   loopback with one single-threaded worker *process* per requested worker, spawned (never
-  forked, because JAX is already imported here), or an existing cluster at ``tcp://host:port``.
+  forked, because JAX is already imported here), speaking TLS with credentials made for it in
+  memory (no other process can use it), or an existing cluster at ``tls://host:port`` or
+  ``tcp://host:port`` (its TLS credentials from a dask configuration file,
+  :func:`load_security_config`).
 
 Either way the results come back to this process, which writes every cell atomically
 (:mod:`bayesslr.sweep.storage`) the moment it arrives. Each cell carries its own seed, so the
@@ -391,6 +394,7 @@ class DaskExecutor:
 
         if self._client is not None:
             return
+        self.interrupted = False
         if self.scheduler is None:
             self._scratch = tempfile.mkdtemp(prefix="bayesslr-dask-")
         config = {**self._CONFIG, **(self._security_config or {})}
