@@ -248,6 +248,7 @@ def test_workers_stop_within_two_seconds_and_leave_nothing(tmp_path):
     finally:
         if proc.poll() is None:
             proc.kill()
+    print(f"\nsignal to exit with 2 workers: {took:.2f} s")
     assert proc.returncode == 130 and "interrupted by SIGINT" in one_line(err)
     assert took <= 2.0, took
     deadline = time.monotonic() + 5
