@@ -72,11 +72,13 @@ class _NeverRaised(Exception):
 
 def _exit(rc: int, *, console: bool) -> None:
     """Leave with ``rc``. From the console entry point, a process that still runs an
-    abandoned in-process cell (an interrupt stopped the sweep inside it) leaves with
-    :func:`os._exit` after flushing: tearing the interpreter down under a thread that is
-    inside compiled code can crash it. Finished cells are already on disk (fsync-ed)."""
+    abandoned in-process cell (an interrupt stopped the sweep inside it), or that was
+    interrupted (130/143: nothing is left to wait for, dask's exit hooks included), leaves
+    with :func:`os._exit` after flushing: tearing the interpreter down under a thread that
+    is inside compiled code can crash it. Finished cells are already on disk (fsync-ed)."""
     executors = sys.modules.get("bayesslr.sweep.executors")
-    if console and executors is not None and executors.abandoned_cells():
+    if console and (rc in (130, 143) or (executors is not None
+                                         and executors.abandoned_cells())):
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()

@@ -48,7 +48,13 @@ def run_sweep_verb(
                                 help="dask LocalCluster with N single-threaded worker "
                                      "processes on 127.0.0.1 (at most 4 per usable core)"),
     scheduler: str = typer.Option(None, "--scheduler", metavar="URL",
-                                  help="existing dask scheduler, tcp://host:port"),
+                                  help="existing dask scheduler, tls://host:port (or "
+                                       "tcp://host:port)"),
+    scheduler_security: Path = typer.Option(
+        None, "--scheduler-security", metavar="FILE",
+        help="with --scheduler: a dask configuration file (YAML) holding the cluster's TLS "
+             "credentials (distributed.comm.tls.ca-file, .client.cert, .client.key; README, "
+             "Sweeps)"),
     force: bool = typer.Option(False, "--force", metavar="",
                                help="replace the config stored in OUT (finished cells that "
                                     "still match are kept)"),
@@ -77,7 +83,7 @@ def run_sweep_verb(
 
     if preset is not None and config is not None:
         raise ConfigError("--preset and --config exclude each other; allowed: one of them")
-    executor = make_executor(workers, scheduler)  # validated, nothing started
+    executor = make_executor(workers, scheduler, scheduler_security)  # nothing started
     load_plugins(plugin_names())
     cfg = load_config(config) if config is not None else load_preset(preset or "quick")
     out_dir = out if out is not None else Path("results") / cfg.name

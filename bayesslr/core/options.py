@@ -168,7 +168,8 @@ class Opt:
                              low=None if self.low is None else int(math.ceil(self.low)),
                              high=None if self.high is None else int(math.floor(self.high)))
         except ConfigError:
-            integral = _is_number(value) and float(value) == int(float(value))
+            integral = (_is_number(value) and math.isfinite(float(value))
+                        and float(value) == int(float(value)))
             raise self._bad(value, "is out of range" if integral
                             else "is not an integer") from None
 
@@ -205,7 +206,7 @@ def _is_number(value: Any) -> bool:
         return False
     try:
         float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return False
     return True
 

@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import functools
 import importlib.resources
+import io
 import json
 import math
 import os
@@ -294,10 +295,12 @@ def assemble(work: Path, out: Path) -> Path:
         "sizes": json.dumps({"tasks": len(rows), "n_test": n_test}),
     })
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".tmp.nc")
     enc = {v: {"compression": "gzip", "compression_opts": 4} for v in ("y_hat",)}
-    ds.to_netcdf(tmp, engine="h5netcdf", encoding=enc)
-    os.replace(tmp, out)
+    buf = io.BytesIO()
+    ds.to_netcdf(buf, engine="h5netcdf", encoding=enc)
+    from bayesslr.sweep.storage import write_bytes_atomic
+
+    write_bytes_atomic(buf.getbuffer(), out)
     return out
 
 

@@ -19,6 +19,7 @@ import xarray as xr
 from bayesslr.core.task import ConfigError
 from bayesslr.report.claims import CLAIMS, Verdict, all_verdicts
 from bayesslr.report.figures import FIGURES, THEMES, NothingToPlot, draw
+from bayesslr.report.output import prepare_out, save_figure, save_text
 from bayesslr.results.load import load_results
 from bayesslr.results.reference import load_reference
 
@@ -59,8 +60,7 @@ def write_report(results: str | Path | xr.DataTree, out: str | Path | None = Non
     if out is None and isinstance(results, xr.DataTree):
         raise ConfigError("out is not set; allowed: a directory for the figures of loaded "
                           "results")
-    out_dir = Path(out) if out is not None else default_out(results)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = prepare_out(out if out is not None else default_out(results))
     written: list[Path] = []
     skipped: list[tuple[str, str]] = []
     for name, fn in {**FIGURES, **family_figures(tree)}.items():
@@ -70,16 +70,12 @@ def write_report(results: str | Path | xr.DataTree, out: str | Path | None = Non
             skipped.append((name, str(why)))
             continue
         for fmt in formats:
-            path = out_dir / f"{name}.{fmt}"
-            fig.savefig(path, dpi=dpi)
-            written.append(path)
+            written.append(save_figure(fig, out_dir / f"{name}.{fmt}", dpi=dpi))
     lines = []
     for theme, vs in {**all_verdicts(tree), **family_verdicts(tree)}.items():
         lines.append(f"# {theme}")
         lines += [v.line() for v in vs]
-    path = out_dir / "verdicts.txt"
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    written.append(path)
+    written.append(save_text("\n".join(lines) + "\n", out_dir / "verdicts.txt"))
     if "inference" in tree.children and not isinstance(results, xr.DataTree):
         from bayesslr.report import inference
 

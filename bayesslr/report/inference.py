@@ -38,6 +38,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
 from bayesslr.report.figures import NothingToPlot
+from bayesslr.report.output import prepare_out, save_figure, save_text
 
 SETTING = ("variant", "L", "nu", "delta", "alpha", "D")
 ALGO_COLORS = {"nuts": "C0", "hmc": "C1", "gibbs": "C2", "dgibbs": "C9", "advi": "C3",
@@ -360,8 +361,7 @@ def write_figures(source: Any, out: str | Path, *, formats: tuple[str, ...] = ("
                   dpi: int = 120) -> tuple[list[Path], list[tuple[str, str]]]:
     """Draw :data:`FIGURES` and write the leaderboard tables (CSV, one per budget)."""
     df = tidy(source)
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = prepare_out(out)
     written: list[Path] = []
     skipped: list[tuple[str, str]] = []
     for name, fn in FIGURES.items():
@@ -371,13 +371,11 @@ def write_figures(source: Any, out: str | Path, *, formats: tuple[str, ...] = ("
             skipped.append((name, str(why)))
             continue
         for fmt in formats:
-            p = out / f"{name}.{fmt}"
-            fig.savefig(p, dpi=dpi)
-            written.append(p)
+            written.append(save_figure(fig, out / f"{name}.{fmt}", dpi=dpi))
     budgets = sorted(b for b in df["budget"].dropna().unique())
     for b in budgets:
         p = out / f"inference_leaderboard_{int(b):.0e}.csv"
-        leaderboard(df, b).to_csv(p, index=False)
+        save_text(leaderboard(df, b).to_csv(index=False), p)
         written.append(p)
     return written, skipped
 

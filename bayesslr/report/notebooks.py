@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from bayesslr.core.task import ConfigError
+from bayesslr.report.output import prepare_out, save_text
 
 EXTRA = "notebooks"
 # import name -> distribution name, of what the extra installs
@@ -269,7 +270,7 @@ def write_notebooks(results: str | Path, out: str | Path | None = None, *,
     if not paths:
         raise ConfigError(f"no jupytext notebook found in {notebook_dir()}")
     tree = load_results(res)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = prepare_out(out_dir)
     runs = []
     for p in paths:
         why = missing_data(p.stem, tree)
@@ -283,12 +284,10 @@ def write_notebooks(results: str | Path, out: str | Path | None = None, *,
         run.verdicts = [m.group(0) for m in VERDICT.finditer(_texts(nb))]
         run.images = _images(nb)
         html_path = out_dir / f"{p.stem}.html"
-        tmp = html_path.with_suffix(".html.tmp")
-        tmp.write_text(to_html(nb), encoding="utf-8")
-        tmp.replace(html_path)
+        save_text(to_html(nb), html_path)
         run.html = html_path
         runs.append(run)
-    (out_dir / "index.html").write_text(index_html(res, runs), encoding="utf-8")
+    save_text(index_html(res, runs), out_dir / "index.html")
     return runs
 
 

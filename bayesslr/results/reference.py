@@ -26,6 +26,7 @@ import numpy as np
 import xarray as xr
 
 from bayesslr.core.task import ConfigError
+from bayesslr.results.load import is_results
 
 PACKAGE_FILE = "reference.nc"
 
@@ -42,6 +43,10 @@ REDUCTIONS: dict[str, str] = {
     "population": "none (200000 samples, every setting)",
     "theory_bayes": "none (15 alphas, every setting)",
 }
+
+
+_RESTORE = ("the file as shipped: reinstall bayesslr (pip install --force-reinstall "
+            "bayesslr; in a source checkout: git checkout -- bayesslr/data)")
 
 
 def reference_path() -> Path:
@@ -65,7 +70,8 @@ def load_reference() -> xr.DataTree:
     Raises
     ------
     ConfigError
-        When this installation carries no reference results.
+        When this installation carries no reference results, or a corrupt file (the
+        message names it and says to reinstall).
 
     Examples
     --------
@@ -83,8 +89,16 @@ def load_reference() -> xr.DataTree:
         raise ConfigError(f"reference results {str(path)!r} are missing from this "
                           "installation; allowed: a results directory written by "
                           "'bayesslr run'")
-    with xr.open_datatree(path, engine="h5netcdf") as tree:
-        tree = tree.load()
+    try:
+        with xr.open_datatree(path, engine="h5netcdf") as tree:
+            tree = tree.load()
+    except (OSError, ValueError, KeyError) as exc:
+        why = " ".join(str(exc).split())[:200] or type(exc).__name__
+        raise ConfigError(f"reference results {str(path)!r} are corrupt ({why}); allowed: "
+                          f"{_RESTORE}") from None
+    if not is_results(tree):
+        raise ConfigError(f"reference results {str(path)!r} are not bayesslr results; allowed: "
+                          f"{_RESTORE}")
     tree.attrs["certificate"] = json.dumps(certificate(tree), sort_keys=True)
     return tree
 
@@ -206,5 +220,7 @@ def build_reference(results: str | Path, out: str | Path | None = None, *,
         tree.attrs["core_time_s"] = float(tree["cells"].to_dataset()["runtime_s"].sum())
     dest = Path(out) if out is not None else reference_path()
     dest.parent.mkdir(parents=True, exist_ok=True)
-    tree.to_netcdf(dest, engine="h5netcdf")
+    from bayesslr.sweep.storage import write_netcdf_atomic
+
+    write_netcdf_atomic(tree, dest)
     return dest

@@ -67,6 +67,12 @@ DEFAULT_FIELDS: dict[str, Any] = {"variant": "spiked", "L": "3", "nu": 2.0, "del
 # each cell is a file of the results directory and a record in memory; split bigger studies
 # into several sweeps (several --out directories)
 MAX_CELLS = 100_000
+# a sweep file is a few kB; bigger ones are refused before they are read (a million one-cell
+# blocks would take minutes and gigabytes to parse before the cell count could refuse them)
+MAX_CONFIG_BYTES = 1 << 20
+# text that goes into every cell file, config.json and the dataset's attributes
+MAX_NAME_CHARS = 200
+MAX_DESCRIPTION_CHARS = 2000
 
 
 # --------------------------------------------------------------------------------------------
@@ -319,9 +325,12 @@ def _top_level(raw: Any, name: str) -> tuple[str, str, Mapping[str, Any],
     sweep_name = raw.get("name", name)
     description = raw.get("description", "")
     if not isinstance(sweep_name, str) or not sweep_name.strip():
-        raise ConfigError(f"name={sweep_name!r} is not a name; allowed: a non-empty string")
+        raise ConfigError(f"name={_short(sweep_name)} is not a name; allowed: a non-empty "
+                          "string")
     if not isinstance(description, str):
-        raise ConfigError(f"description={description!r} is not a string")
+        raise ConfigError(f"description={_short(description)} is not a string")
+    check_text("name", sweep_name, MAX_NAME_CHARS)
+    check_text("description", description, MAX_DESCRIPTION_CHARS, multiline=True)
     defaults = raw.get("defaults", {})
     if not isinstance(defaults, Mapping):
         raise ConfigError(f"defaults={defaults!r} is not a table")
@@ -333,6 +342,9 @@ def _top_level(raw: Any, name: str) -> tuple[str, str, Mapping[str, Any],
     grid = raw.get("grid")
     if grid is None or (isinstance(grid, list) and not grid):
         raise ConfigError("grid is empty; allowed: one or more [[grid]] blocks with methods")
+    if isinstance(grid, list) and len(grid) > MAX_CELLS:  # every block is one cell or more
+        raise ConfigError(f"grid has {len(grid)} blocks; allowed: at most {MAX_CELLS} cells per "
+                          "sweep (split it into several sweeps)")
     if not isinstance(grid, list) or not all(isinstance(b, Mapping) for b in grid):
         raise ConfigError("grid is not a list of tables; allowed: [[grid]] blocks")
     return sweep_name.strip(), description, defaults, options, grid
@@ -363,10 +375,33 @@ def _block(where: str, raw_block: Mapping[str, Any], defaults: Mapping[str, Any]
     if block_opts:
         block["options"] = block_opts
     if raw_block.get("name") is not None:
-        block["name"] = str(raw_block["name"])
+        block["name"] = check_text(f"{where}.name", str(raw_block["name"]), MAX_NAME_CHARS)
     if "continuation" in merged:
         block["continuation"] = Opt("continuation", False, "bool").parse(merged["continuation"])
     return block
+
+
+def _short(value: Any, n: int = 60) -> str:
+    """``repr(value)``, cut to ``n`` characters (an error line stays one short line)."""
+    text = repr(value)
+    return text if len(text) <= n else text[:n] + "...'"
+
+
+def check_text(where: str, text: str, max_chars: int, *, multiline: bool = False) -> str:
+    """``text`` unchanged, or ConfigError when it is longer than ``max_chars`` or holds a
+    control character (NUL included: a netCDF attribute cannot hold it) or an unpaired
+    surrogate; ``multiline`` allows tabs and line breaks."""
+    if len(text) > max_chars:
+        raise ConfigError(f"{where} is {len(text)} characters long; allowed: at most "
+                          f"{max_chars}")
+    for i, ch in enumerate(text):
+        o = ord(ch)
+        if ((o < 32 and not (multiline and ch in "\t\n\r")) or 0x7F <= o < 0xA0
+                or 0xD800 <= o < 0xE000):
+            raise ConfigError(f"{where}={_short(text)} holds the character U+{o:04X} at "
+                              f"position {i}; allowed: printable text"
+                              + ("" if multiline else " on one line"))
+    return text
 
 
 def _block_size(where: str, block: Mapping[str, Any], before: int) -> int:
@@ -425,9 +460,20 @@ def load_config(path: str | Path) -> SweepConfig:
     """Read and validate a TOML sweep file."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        size = p.stat().st_size
+        if size > MAX_CONFIG_BYTES:
+            raise ConfigError(f"config={str(p)!r} is {size} bytes; allowed: a sweep file of at "
+                              f"most {MAX_CONFIG_BYTES} bytes (lists of values, not one block "
+                              "per cell)")
+        data = p.read_bytes()
     except OSError as exc:
         raise ConfigError(f"config={str(p)!r} cannot be read ({exc.strerror or exc})") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config={str(p)!r} is not UTF-8 text (byte {exc.start}: "
+                          f"{data[exc.start:exc.start + 1]!r}); allowed: a UTF-8 TOML file"
+                          ) from None
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

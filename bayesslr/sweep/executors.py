@@ -3,7 +3,10 @@
 * :class:`InProcessExecutor` (the default) runs cells one after another in this process.
 * :class:`DaskExecutor` runs them on a dask.distributed cluster: a ``LocalCluster`` bound to
   loopback with one single-threaded worker *process* per requested worker, spawned (never
-  forked, because JAX is already imported here), or an existing cluster at ``tcp://host:port``.
+  forked, because JAX is already imported here), speaking TLS with credentials made for it in
+  memory (no other process can use it), or an existing cluster at ``tls://host:port`` or
+  ``tcp://host:port`` (its TLS credentials from a dask configuration file,
+  :func:`load_security_config`).
 
 Either way the results come back to this process, which writes every cell atomically
 (:mod:`bayesslr.sweep.storage`) the moment it arrives. Each cell carries its own seed, so the
@@ -37,6 +40,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from bayesslr import startup
 from bayesslr.core.task import ConfigError
 from bayesslr.registry import Cell, run_unit, units
 from bayesslr.sweep.storage import (
@@ -123,6 +127,10 @@ def interrupt_on_signals() -> Iterator[StopFlag]:
         return
 
     def handler(signum: int, _frame: object) -> None:
+        if flag.signum is not None and startup.console:
+            # a second Ctrl-C: the user will not wait for the clean stop (the console
+            # command only; finished cells are on disk already, fsync-ed)
+            startup.exit_now(signum, "second signal: stopped at once")
         flag.set(signum)
 
     old = {s: signal.getsignal(s) for s in (*STOP_SIGNALS, signal.SIGXFSZ)}
@@ -312,10 +320,10 @@ def _probe(address: str, timeout: float = 5.0) -> None:
     import socket
     from urllib.parse import urlsplit
 
-    if not address.startswith("tcp://"):
+    if not address.startswith(("tcp://", "tls://")):
         return
-    parts = urlsplit(address)
     try:
+        parts = urlsplit(address)
         host, port = parts.hostname, parts.port
     except ValueError:
         host, port = None, None
@@ -341,14 +349,24 @@ class DaskExecutor:
         bayesslr (and the plugins) installed.
     """
 
-    def __init__(self, *, workers: int | None = None, scheduler: str | None = None) -> None:
+    def __init__(self, *, workers: int | None = None, scheduler: str | None = None,
+                 security: str | Path | None = None) -> None:
         if (workers is None) == (scheduler is None):
             raise ConfigError("give exactly one of workers or scheduler")
+        if security is not None and scheduler is None:
+            raise ConfigError("--scheduler-security is for --scheduler; allowed: with "
+                              "--scheduler (the --workers cluster makes its own credentials)")
         self.workers = workers
         self.scheduler = scheduler
+        self.security_file = None if security is None else Path(security)
+        self._security_config = (None if self.security_file is None
+                                 else load_security_config(self.security_file))
         self.name = f"dask ({workers} local workers)" if workers else f"dask ({scheduler})"
         self._client = None
         self._cluster = None
+        self._scratch: str | None = None
+        self._pids: list[int] = []
+        self.interrupted = False
 
     _CONFIG = {"distributed.worker.multiprocessing-method": "spawn",
                "distributed.worker.daemon": False,
@@ -361,40 +379,82 @@ class DaskExecutor:
             _probe(self.scheduler)
 
     def open(self) -> None:
-        """Connect to the scheduler, or start the local cluster (workers are spawned)."""
+        """Connect to the scheduler, or start the local cluster (workers are spawned).
+
+        The local cluster speaks TLS with credentials made for it in memory
+        (``Security.temporary()``: a fresh key and self-signed certificate that only this
+        process and the workers it spawns hold), so another user or process of the machine
+        cannot connect to it, let alone run code in its workers. Its workers keep their
+        scratch space in a private temporary directory removed at :meth:`close`."""
+        import tempfile
+
         import dask
         from distributed import Client, LocalCluster
+        from distributed.security import Security
 
         if self._client is not None:
             return
-        with dask.config.set(self._CONFIG):
+        self.interrupted = False
+        if self.scheduler is None:
+            self._scratch = tempfile.mkdtemp(prefix="bayesslr-dask-")
+        config = {**self._CONFIG, **(self._security_config or {})}
+        if self._scratch is not None:
+            config["temporary-directory"] = self._scratch
+        with dask.config.set(config):
             if self.scheduler is not None:
                 _probe(self.scheduler)
                 try:
-                    self._client = Client(self.scheduler, timeout="20s")
-                except (OSError, TimeoutError) as exc:
-                    raise ConfigError(f"scheduler={self.scheduler!r} cannot be reached ({exc})"
+                    security = Security() if self._security_config else None
+                    self._client = Client(self.scheduler, timeout="20s", security=security)
+                except (OSError, TimeoutError, ValueError, TypeError) as exc:
+                    raise ConfigError(f"scheduler={self.scheduler!r} cannot be reached ("
+                                      f"{' '.join(str(exc).split()) or type(exc).__name__})"
                                       ) from None
                 return
+            try:
+                security = Security.temporary()
+            except ImportError:
+                raise ConfigError("--workers needs the 'cryptography' package for the "
+                                  "cluster's TLS credentials; install bayesslr[distributed]"
+                                  ) from None
             self._cluster = LocalCluster(n_workers=self.workers, threads_per_worker=1,
                                          processes=True, host="127.0.0.1", scheduler_port=0,
+                                         protocol="tls://", security=security,
+                                         local_directory=self._scratch,
                                          # a free port for the scheduler's HTTP server: with
                                          # None it takes 8787 and warns when another cluster
                                          # (a second sweep on this machine) holds it
                                          dashboard_address="127.0.0.1:0", silence_logs=40)
             self._client = Client(self._cluster)
+            self._pids = _worker_pids(self._cluster)
 
     def close(self) -> None:
         """Close the client and, when this executor started it, the local cluster (its worker
-        processes end with it)."""
+        processes end with it), then remove the workers' scratch directory.
+
+        After an interrupt nothing waits for the cells in flight: the local workers are
+        killed (SIGKILL, by the process ids recorded when they started: only this
+        executor's own children) before the cluster is closed with short timeouts, so the
+        process leaves within a second or two of the signal."""
         client, self._client = self._client, None
         cluster, self._cluster = self._cluster, None
+        quick = self.interrupted
+        if quick:
+            for pid in self._pids:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
         if client is not None:
             with contextlib.suppress(Exception):
-                client.close(timeout=10)
+                client.close(timeout=1 if quick else 10)
         if cluster is not None:
             with contextlib.suppress(Exception):
-                cluster.close(timeout=20)
+                cluster.close(timeout=1 if quick else 20)
+        self._pids = []
+        scratch, self._scratch = self._scratch, None
+        if scratch is not None:
+            import shutil
+
+            shutil.rmtree(scratch, ignore_errors=True)
 
     def run(self, cells: Sequence[Cell], on_done: OnDone, stop: StopFlag | None = None
             ) -> None:
@@ -435,10 +495,63 @@ class DaskExecutor:
                         on_done(rec)
                     fut.release()
         finally:
+            if stop:
+                self.interrupted = True  # close() kills the workers instead of waiting
             live = [f for f, _ in futures.values() if not f.done()]
             if live:
                 with contextlib.suppress(Exception):
                     client.cancel(live, force=True)
+
+
+def _worker_pids(cluster: Any) -> list[int]:
+    """Process ids of a LocalCluster's worker processes (its nannies' children)."""
+    pids = []
+    for nanny in getattr(cluster, "workers", {}).values():
+        proc = getattr(getattr(nanny, "process", None), "process", None)
+        pid = getattr(proc, "pid", None)
+        if isinstance(pid, int) and pid > 0:
+            pids.append(pid)
+    return pids
+
+
+def load_security_config(path: Path) -> dict[str, Any]:
+    """The TLS settings of an existing cluster from a dask configuration file (YAML, the
+    format dask documents for TLS: ``distributed.comm.tls.ca-file`` and
+    ``distributed.comm.tls.client.cert`` / ``.key``, optionally
+    ``distributed.comm.require-encryption``), checked: ConfigError naming what is wrong.
+    Returned as flat dask config keys for :func:`dask.config.set`."""
+    import yaml
+
+    where = f"scheduler-security={str(path)!r}"
+    try:
+        doc = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"{where} cannot be read ({exc.strerror or exc})") from None
+    except (UnicodeDecodeError, yaml.YAMLError) as exc:
+        why = " ".join(str(exc).split())[:200]
+        raise ConfigError(f"{where} is not a YAML file ({why}); allowed: a dask configuration "
+                          "file with distributed.comm.tls") from None
+    tls = (((doc or {}).get("distributed") or {}).get("comm") or {}).get("tls") if isinstance(
+        doc, dict) else None
+    if not isinstance(tls, dict):
+        raise ConfigError(f"{where} has no distributed.comm.tls section; allowed: a dask "
+                          "configuration file with distributed.comm.tls.ca-file and "
+                          "distributed.comm.tls.client.cert/key")
+    client = tls.get("client") or {}
+    files = {"ca-file": tls.get("ca-file"), "client.cert": client.get("cert"),
+             "client.key": client.get("key")}
+    config: dict[str, Any] = {"distributed.comm.require-encryption": True}
+    for key, value in files.items():
+        if key == "client.key" and value is None:  # the key may be inside the cert file
+            continue
+        if not isinstance(value, str) or not Path(value).expanduser().is_file():
+            raise ConfigError(f"{where}: distributed.comm.tls.{key}={value!r} is not a file; "
+                              "allowed: the path of a PEM file")
+        config[f"distributed.comm.tls.{key}"] = str(Path(value).expanduser())
+    for key in ("ciphers", "min-version", "max-version"):
+        if tls.get(key) is not None:
+            config[f"distributed.comm.tls.{key}"] = tls[key]
+    return config
 
 
 def usable_cores() -> int:
@@ -459,8 +572,11 @@ def max_local_workers() -> int:
     return WORKERS_PER_CORE * usable_cores()
 
 
-def make_executor(workers: int | None, scheduler: str | None) -> Executor:
-    """In-process unless ``workers`` or ``scheduler`` is given (validated, nothing started)."""
+def make_executor(workers: int | None, scheduler: str | None,
+                  security: str | Path | None = None) -> Executor:
+    """In-process unless ``workers`` or ``scheduler`` is given (validated, nothing started);
+    ``security``: a dask configuration file with the TLS credentials of ``scheduler``
+    (:func:`load_security_config`)."""
     if workers is not None and scheduler is not None:
         raise ConfigError("--workers and --scheduler exclude each other; allowed: one of them")
     if workers is not None:
@@ -472,6 +588,20 @@ def make_executor(workers: int | None, scheduler: str | None) -> Executor:
     if scheduler is not None and not scheduler.startswith(("tcp://", "tls://", "inproc://",
                                                            "ws://", "wss://")):
         raise ConfigError(f"scheduler={scheduler!r} is not an address; allowed: tcp://host:port")
+    if scheduler is not None and scheduler.startswith(("tcp://", "tls://")):
+        try:
+            from urllib.parse import urlsplit
+
+            parts = urlsplit(scheduler)
+            ok = bool(parts.hostname) and parts.port is not None
+        except ValueError:
+            ok = False
+        if not ok:
+            raise ConfigError(f"scheduler={scheduler!r} is not an address; allowed: "
+                              "tcp://host:port or tls://host:port")
+    if security is not None and scheduler is None:
+        raise ConfigError("--scheduler-security is for --scheduler; allowed: with --scheduler "
+                          "(the --workers cluster makes its own credentials)")
     if workers is None and scheduler is None:
         return InProcessExecutor()
     try:
@@ -481,4 +611,4 @@ def make_executor(workers: int | None, scheduler: str | None) -> Executor:
 
         raise ConfigError("--workers/--scheduler need dask.distributed; install it with "
                           f"{install_hint('distributed')}") from None
-    return DaskExecutor(workers=workers, scheduler=scheduler)
+    return DaskExecutor(workers=workers, scheduler=scheduler, security=security)

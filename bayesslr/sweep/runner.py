@@ -33,7 +33,12 @@ from pathlib import Path
 import bayesslr
 from bayesslr.sweep.config import SweepConfig, cell_key
 from bayesslr.sweep.dataset import build_dataset
-from bayesslr.sweep.executors import Executor, InProcessExecutor, interrupt_on_signals
+from bayesslr.sweep.executors import (
+    Executor,
+    InProcessExecutor,
+    call_interruptibly,
+    interrupt_on_signals,
+)
 from bayesslr.sweep.progress import SweepProgress
 from bayesslr.sweep.storage import CellRecord, ResultStore, ResumeScan, write_netcdf_atomic
 
@@ -117,8 +122,14 @@ def run_sweep(cfg: SweepConfig, out: str | Path, executor: Executor | None = Non
         todo = scan.todo
         stop.check()
         try:
-            if todo:
-                executor.open()  # a cluster that cannot be reached fails before any write
+            if todo:  # a cluster that cannot be reached fails before any write
+                def _open() -> None:
+                    executor.open()
+                    if stop:  # interrupted while it started: do not leave it running
+                        executor.close()
+
+                # a local cluster takes seconds to start: Ctrl-C must not wait for it
+                call_interruptibly(_open, stop=stop, name="bayesslr-executor-open")
             stop.check()
             store.prepare(cfg)
             with SweepProgress(len(cfg.cells), reused, cfg.name, enabled=progress) as bar:

@@ -384,6 +384,10 @@ def check_writable(out: Path) -> None:
     Touches nothing: only the nearest existing ancestor is inspected.
     """
     p = out.expanduser()
+    if p.is_symlink() and not p.exists():
+        raise ConfigError(f"out={str(out)!r} is a symbolic link to {os.readlink(p)!r}, which "
+                          "does not exist; allowed: a directory path (create the target, or "
+                          "remove the link)")
     if p.exists():
         if not p.is_dir():
             raise ConfigError(f"out={str(out)!r} exists and is not a directory; allowed: a "
@@ -428,6 +432,27 @@ def dead_writer(tmp: Path, *, now: float | None = None) -> bool:
     return age > STALE_TMP_SECONDS
 
 
+# families whose converged points carry a channel Monte Carlo error (``stderr_channel``)
+CHANNEL_ERROR_FAMILIES = ("theory_erm", "theory_bayes")
+
+
+def unflagged_channel_error(rec: CellRecord) -> bool:
+    """A stored theory cell that says ``converged`` with a test error but no channel error
+    (``stderr_channel`` NaN, its ``stderr`` the test formula's alone): written before such
+    points were flagged (:func:`bayesslr.theory.erm.unknown_channel_error`). Its family's
+    code version did not change (every other point is bit for bit the same), so the resume
+    treats it as stale by this rule. ``channel_error = false`` (ERM theory) asks for no
+    channel error: those cells are as they should be."""
+    if rec.status != "ok" or rec.cell.family not in CHANNEL_ERROR_FAMILIES:
+        return False
+    if rec.cell.options.get("channel_error", True) is False:  # the option's default: on
+        return False
+    out = rec.outputs
+    conv, test, chan = (out.get(k) for k in ("converged", "test_error", "stderr_channel"))
+    return (isinstance(conv, float) and conv == 1.0 and isinstance(test, float)
+            and math.isfinite(test) and isinstance(chan, float) and not math.isfinite(chan))
+
+
 @dataclass
 class ResumeScan:
     """What a results directory holds for a list of cells (:meth:`ResultStore.scan`).
@@ -456,6 +481,7 @@ class ResumeScan:
     stale: int = 0
     stale_kept: bool = False
     versions: dict[str, tuple[list[str], str]] = field(default_factory=dict)
+    unflagged: int = 0
 
     def messages(self) -> list[str]:
         """One line per anomaly a user must hear about (corrupt files, stale cells)."""
@@ -464,13 +490,19 @@ class ResumeScan:
             out.append(f"{self.corrupt} cell file{'s' if self.corrupt > 1 else ''} corrupt "
                        "(unreadable, or content not matching its checksum): to be "
                        "recomputed")
-        if self.stale:
+        if self.unflagged:
+            out.append(f"{self.unflagged} theory cell{'s' if self.unflagged > 1 else ''} "
+                       "stored as converged with no channel error (stderr_channel NaN, so its "
+                       "stderr was too small): " + ("kept as they are (--keep-stale)"
+                                                    if self.stale_kept else "to be recomputed"))
+        if self.stale > self.unflagged:
             what = "; ".join(f"{fam} {', '.join(v or '(unknown)' for v in old)} -> {new}"
                              for fam, (old, new) in sorted(self.versions.items()))
             act = ("kept as they are (--keep-stale)" if self.stale_kept
                    else "to be recomputed (--keep-stale keeps them)")
-            out.append(f"{self.stale} cell{'s' if self.stale > 1 else ''} computed by another "
-                       f"code version of {'their' if self.stale > 1 else 'its'} method "
+            n = self.stale - self.unflagged
+            out.append(f"{n} cell{'s' if n > 1 else ''} computed by another "
+                       f"code version of {'their' if n > 1 else 'its'} method "
                        f"[{what}]: {act}")
         return out
 
@@ -602,7 +634,13 @@ class ResultStore:
                 continue
             if c.family not in current:
                 current[c.family] = method_version(c.method)
-            if rec.method_version != current[c.family]:
+            if unflagged_channel_error(rec):
+                scan.stale += 1
+                scan.unflagged += 1
+                if not keep_stale:
+                    scan.todo.append(c)
+                    continue
+            elif rec.method_version != current[c.family]:
                 scan.stale += 1
                 old, new = scan.versions.setdefault(c.family, ([], current[c.family]))
                 if rec.method_version not in old:

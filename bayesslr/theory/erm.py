@@ -696,11 +696,25 @@ def _attach_channel_error(task: TaskConfig, act: Activation, r: ErmTheoryResult,
     except (np.linalg.LinAlgError, ValueError, ArithmeticError):
         pass  # stays NaN: the error estimate failed, the point itself stands
     spent = {k: F.calls[k] - before[k] for k in F.calls}
-    return dataclasses.replace(
+    r = dataclasses.replace(
         r, stderr_channel=chan_se, order_stderr=order_se,
         stderr=r.stderr_test if math.isnan(chan_se) else math.hypot(r.stderr_test, chan_se),
         update_calls=r.update_calls + sum(spent.values()),
         exact_calls=r.exact_calls + spent["exact"])
+    return unknown_channel_error(r)
+
+
+def unknown_channel_error(r: Any) -> Any:
+    """A theory result (ERM or Bayes) with a test error whose channel error could not be
+    computed (NaN or inf): ``stderr`` NaN (the test-formula error alone would be several times
+    too small), not ``converged``, and the reason said. Any other result is returned as it is
+    (the same object: nothing changes for a point whose channel error is finite)."""
+    if math.isfinite(r.stderr_channel) or not math.isfinite(r.test_error):
+        return r
+    why = "channel error could not be computed (stderr_channel is NaN)"
+    reason = ("flagged: " + why if r.reason == "converged" else
+              r.reason if why in r.reason else f"{r.reason}; {why}")
+    return dataclasses.replace(r, converged=False, stderr=math.nan, reason=reason)
 
 
 def with_channel_error(task: TaskConfig, r: ErmTheoryResult,

@@ -50,6 +50,7 @@ from bayesslr.theory.erm import (
     ErmTheoryResult,
     default_tol,
     erm_curve,
+    unknown_channel_error,
 )
 from bayesslr.theory.lam_opt import DEFAULT_LAM_GRID, optimal_lambda, optimal_lambda_curve
 from bayesslr.theory.presentation import BAYES_FACE, ERM_FACE
@@ -322,7 +323,13 @@ def theory_erm_cell(cell: Cell, opts: Mapping[str, Any]) -> dict[str, Any]:
 # theory_bayes
 # ----------------------------------------------------------------------------------------------
 def _bayes_point(p: BayesCurvePoint, branch: str, delta: float) -> dict[str, Any]:
+    # a branch whose channel error failed is reported unconverged with stderr NaN (applied
+    # here, after the branches were compared: the comparison and every other point stand)
     b = {"best": p.best, "informed": p.informed, "uninformed": p.uninformed}[branch]
+    which = "informed" if b is p.informed else "uninformed"
+    p = dataclasses.replace(p, informed=unknown_channel_error(p.informed),
+                            uninformed=unknown_channel_error(p.uninformed))
+    b = p.informed if which == "informed" else p.uninformed
     out: dict[str, Any] = {
         "test_error": b.test_error, "stderr": b.stderr, "stderr_test": b.stderr_test,
         "stderr_channel": b.stderr_channel, "risk": b.test_error + delta,
@@ -332,7 +339,7 @@ def _bayes_point(p: BayesCurvePoint, branch: str, delta: float) -> dict[str, Any
         "converged": b.converged, "reason": b.reason,
         "iterations": p.informed.iterations + p.uninformed.iterations,
         "residual": b.residual,
-        "branch": "informed" if b is p.informed else "uninformed",
+        "branch": which,
         "branches_differ": p.branches_differ, "hard_phase": p.hard_phase,
         "samples": b.samples, "quadrature": b.quadrature,
         "quadrature_error": b.quadrature_error,
