@@ -25,6 +25,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "bayesslr.commands.run",
     "bayesslr.commands.theory",
     "bayesslr.commands.amp",
+    "bayesslr.commands.targets",  # score-draws, export (not family verbs)
 )
 
 app = typer.Typer(

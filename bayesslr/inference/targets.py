@@ -92,9 +92,24 @@ def parse_name(name: str) -> dict[str, Any]:
                           "e.g. slr_spiked_L3_nu2_delta0.01-D100_alpha5_seed0 "
                           "(bayesslr.targets() lists the stored ones)")
     g = m.groupdict()
-    return {"variant": g["variant"], "L": g["L"], "nu": float(g["nu"]),
-            "delta": float(g["delta"]), "D": int(g["D"]), "alpha": float(g["alpha"]),
+
+    def num(x: str) -> float:  # posteriordb's file names cannot hold dots: 0p01 is 0.01
+        try:
+            return float(x.replace("p", "."))
+        except ValueError:
+            raise ConfigError(f"target name {name!r} has the number {x!r}; allowed: a decimal "
+                              "number (0.01 or 0p01)") from None
+
+    return {"variant": g["variant"], "L": g["L"].replace("p", "."), "nu": num(g["nu"]),
+            "delta": num(g["delta"]), "D": int(g["D"]), "alpha": num(g["alpha"]),
             "seed": int(g["seed"])}
+
+
+def posteriordb_name(name: str) -> str:
+    """The name in a posteriordb export: dots written ``p`` (posteriordb strips everything
+    after the first dot of a file name), e.g. ``slr_spiked_L3_nu2_delta0p01-D100_alpha5_seed0``;
+    :func:`target` accepts both forms."""
+    return str(name).replace(".", "p")
 
 
 def _check_theta(theta: Any, D: int, *, batch: bool, name: str) -> tuple[Any, Any]:
