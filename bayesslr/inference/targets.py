@@ -312,6 +312,10 @@ def target(name: str | None = None, *, variant: str = "spiked", L: Any = 3, nu: 
                   nm in set(targets()) and n_test == N_TEST)
 
 
+def _by_name(name: str) -> Target:
+    return target(name)
+
+
 def score_draws(target: Target | str, draws: dict[str, Any], *, chunk: int = 128
                 ) -> dict[str, Any]:
     """Score posterior draws made anywhere against the target's Bayes-optimal reference.
@@ -353,7 +357,7 @@ def score_draws(target: Target | str, draws: dict[str, Any], *, chunk: int = 128
     from bayesslr.inference.evaluate import score_draws as _score
 
     if isinstance(target, str):
-        target = globals()["target"](target)
+        target = _by_name(target)
     if not isinstance(target, Target):
         raise ConfigError(f"target must be a Target or a target name (got "
                           f"{type(target).__name__}); allowed: bayesslr.target(name)")
