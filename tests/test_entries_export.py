@@ -147,3 +147,14 @@ def test_posteriordb_reads_the_export(tmp_path, capsys):
     assert k.shape == (2, 50, t.D)
     s = bs.score_draws(t, {"k": k, "v": v})
     assert abs(s["excess_over_reference"]) < 0.02
+
+
+def test_export_refuses_bad_input_before_writing(tmp_path, capsys):
+    out = tmp_path / "pdb"
+    for argv, what in ((["--only", "slr_spiked_L3_nu2_delta0.01-D999_alpha5_seed0"],
+                        "not stored"),
+                       (["--thin", "0"], "thin"),
+                       (["--reference-draws", "long"], "reference_draws")):
+        code, _, err = run_cli(["export", "posteriordb", str(out), *argv], capsys)
+        assert code == 2 and what in err and err.count("\n") == 1, err
+    assert not out.exists()
