@@ -211,7 +211,13 @@ def table(work: Path):
     over seeds, and the GAMP - stored reference gap where both exist."""
     import pandas as pd
 
-    rows = [r for r in load_rows(work) if "error" not in r]
+    every = load_rows(work)
+    failed: dict[tuple, int] = {}
+    for r in every:  # failed runs are counted apart, never as seeds
+        if "error" in r:
+            k = (r["delta"], r["D"], r["alpha"], r["what"])
+            failed[k] = failed.get(k, 0) + 1
+    rows = [r for r in every if "error" not in r]
     if not rows:
         return pd.DataFrame()
     df = pd.DataFrame(rows)
@@ -229,7 +235,7 @@ def table(work: Path):
                         g["excess_stderr"].iloc[0]),
                     "reference": ",".join(sorted(set(g["reference"]))),
                     "grad_evals": float(g["grad_evals"].mean()),
-                    "run_s": float(g["run_s"].mean())})
+                    "run_s": float(g["run_s"].mean()), "failed": failed.get(key, 0)})
     gam = df[(df["what"] == "gamp") & df.get("stored_reference", False).astype(bool)]
     for key, g in gam.groupby(["delta", "D", "alpha"]):
         x = g["gamp_minus_reference"].astype(float)
