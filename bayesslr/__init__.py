@@ -22,6 +22,10 @@ The public API, one name per task (each documented with a runnable example):
   :func:`load_reference` (the shipped reference results of the paper's settings);
   single cells: :func:`run_cell` with :class:`Cell`; every family's options and outputs:
   :func:`families`;
+* the inference benchmark's posteriors for samplers written anywhere (docs/targets.md):
+  :func:`targets` (the stored ones by name), :func:`target` (a :class:`Target`: a pure JAX
+  log density, teacher, data, prior starts and the Bayes-optimal reference) and
+  :func:`score_draws` (draws from any sampler scored against the reference);
 * JAX set-up, explicit: :func:`configure_jax` (the ``bayesslr`` command calls it; importing
   the package changes no environment variable and no JAX setting).
 
@@ -66,6 +70,10 @@ _API: dict[str, str] = {
     "run_cell": "bayesslr.registry",
     "Cell": "bayesslr.registry",
     "families": "bayesslr.registry",
+    "targets": "bayesslr.inference.targets",
+    "target": "bayesslr.inference.targets",
+    "Target": "bayesslr.inference.targets",
+    "score_draws": "bayesslr.inference.targets",
 }
 
 __all__ = ["__version__", *_API]

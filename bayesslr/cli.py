@@ -17,7 +17,7 @@ import sys
 import typer
 from typer.exceptions import TyperException  # typer vendors click; its errors derive from this
 
-from bayesslr.commands import family, methods, run
+from bayesslr.commands import family, methods, run, targets
 from bayesslr.core.exit_codes import EXIT_BAD_INPUT, EXIT_CELLS_FAILED, EXIT_WRITE_FAILED
 from bayesslr.core.files import StoreError
 from bayesslr.core.task import ConfigError
@@ -37,6 +37,7 @@ def build_app() -> typer.Typer:
     family.add_family_verbs(cli, families())
     run.add_sweep_verbs(cli)
     methods.add_methods_verb(cli)
+    targets.register(cli)  # score-draws, export: verbs on named targets, not families
     return cli
 
 

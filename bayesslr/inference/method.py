@@ -4,7 +4,8 @@ A method is ``inference:<algorithm>-<start>-<budget>`` (e.g. ``inference:nuts-ra
 the sweep's dataset indexes results by method, not by options, so every configuration compared
 on the leaderboard is its own method. Algorithms: ``nuts``, ``hmc``, ``gibbs``, ``dgibbs``
 (:mod:`bayesslr.inference.mcmc`), ``advi``, ``lowrank``, ``map`` (:mod:`bayesslr.inference.vi`)
-and ``smc`` (BlackJAX's adaptive tempered SMC, :mod:`bayesslr.inference.smc`, optional extra).
+``smc`` (BlackJAX's adaptive tempered SMC, :mod:`bayesslr.inference.smc`, optional extra) and
+``pt`` (parallel tempering with HMC moves, :mod:`bayesslr.inference.pt`).
 Starts: ``teacher``, ``random``, ``anneal`` (samplers), ``teacher``, ``random`` (VI, MAP),
 ``prior`` (SMC). Budgets: the tiers of :data:`BUDGET_TIERS`, in gradient evaluations.
 
@@ -25,7 +26,9 @@ reference predictions where the task is in the reference set), its own diagnosti
   compare with ``random`` / ``anneal`` starts, and with the reference);
 * ``advi``, ``lowrank``: the negative ELBO has reached a plateau (:mod:`bayesslr.inference.vi`);
 * ``map``: RMS gradient per coordinate ``< gtol``;
-* ``smc``: ``lambda = 1`` reached and the smallest mutation acceptance ``>= SMC_ACCEPT_MIN``.
+* ``smc``: ``lambda = 1`` reached and the smallest mutation acceptance ``>= SMC_ACCEPT_MIN``;
+* ``pt``: the samplers' R-hat and ESS rule on the ``b = 1`` draws, and every neighbouring swap
+  rate ``>= PT_SWAP_MIN``.
 """
 
 from __future__ import annotations
@@ -51,11 +54,13 @@ from bayesslr.inference.vi import VI_ALGORITHMS, run_vi
 from bayesslr.registry import Cell, PlotStyle, ReportRole, Resources, common, outputs, register
 
 SMC_ALGORITHMS: tuple[str, ...] = ("smc",)
-ALGORITHMS: tuple[str, ...] = MCMC_ALGORITHMS + VI_ALGORITHMS + SMC_ALGORITHMS
+PT_ALGORITHMS: tuple[str, ...] = ("pt",)  # parallel tempering, bayesslr.inference.pt
+ALGORITHMS: tuple[str, ...] = MCMC_ALGORITHMS + VI_ALGORITHMS + SMC_ALGORITHMS + PT_ALGORITHMS
 BUDGET_TIERS: tuple[str, ...] = ("1e3", "3e3", "1e4", "3e4", "1e5", "3e5", "1e6", "3e6")
 RHAT_MAX = CONVERGENCE["inference"].r_hat_max  # bayesslr.core.thresholds: why looser
 ESS_MIN = CONVERGENCE["inference"].ess_min
 SMC_ACCEPT_MIN = 0.2
+PT_SWAP_MIN = 0.1
 
 _COMMON_OPTS = ("n_test", "reference", "chunk_predict")
 _MCMC_OPTS = ("chains", "warmup", "warmup_fraction", "target_accept", "chunk", "max_draws",
@@ -70,11 +75,14 @@ ALGO_OPTIONS: dict[str, tuple[str, ...]] = {  # options that apply (besides the 
     "map": _COMMON_OPTS + ("lr", "gtol"),
     "smc": _COMMON_OPTS + ("particles", "mcmc_steps", "integration_steps", "target_ess",
                            "expected_steps"),
+    "pt": _COMMON_OPTS + ("pt_chains", "replicas", "beta_min", "pt_integration_steps",
+                          "warmup_fraction", "chunk", "max_draws"),
 }
 ALGO_INITS: dict[str, tuple[str, ...]] = {
     **{a: ("teacher", "random", "anneal") for a in MCMC_ALGORITHMS},
     **{a: ("teacher", "random") for a in VI_ALGORITHMS},
     "smc": ("prior",),
+    "pt": ("random",),
 }
 # one method per (algorithm, start, budget tier): the sweep's dataset indexes results by method
 # (options are not a dimension), so each configuration compared is its own method
@@ -125,6 +133,12 @@ SCHEMA = Schema("inference", (
         doc="SMC: ESS fraction kept by each tempering step"),
     Opt("expected_steps", 60, "int", low=1, high=10_000,
         doc="SMC: tempering steps assumed when sizing the population"),
+    Opt("pt_chains", 2, "int", low=1, high=64, doc="PT: independent replica systems"),
+    Opt("replicas", 24, "int", low=1, high=1024, doc="PT: replicas (temperatures) per chain"),
+    Opt("beta_min", 1e-3, "real", low=0.0, high=1.0, low_open=True, high_open=True,
+        doc="PT: smallest likelihood temperature of the ladder"),
+    Opt("pt_integration_steps", 5, "int", low=1, high=1000,
+        doc="PT: leapfrog steps per HMC move"),
 ))
 
 OUTPUTS = common("test_error", "stderr", "risk", "oracle_error", "oracle_error_stderr",
@@ -191,6 +205,10 @@ def _memory(cell: Cell, opts: dict[str, Any]) -> Resources:
         P = opts["particles"] or 4096
         state = 4.0 * P * (8 * N * L + 16 * D)
         what, lower = "particles x N x L likelihood terms", "particles"
+    elif alg == "pt":
+        state = 8.0 * opts["pt_chains"] * 2 * opts["max_draws"] * 2 * D + 40.0 * opts[
+            "pt_chains"] * opts["replicas"] * N * L
+        what, lower = "kept draws pt_chains x max_draws x 2D", "max_draws or replicas"
     else:
         state = 8.0 * opts["predict_draws"] * 2 * D + 40.0 * N * L
         what, lower = "guide draws predict_draws x 2D", "predict_draws"
@@ -207,6 +225,7 @@ def _cost(cell: Cell, opts: dict[str, Any]) -> float:
     alg, _, budget = parse_method(cell.activation)
     run = budget * N * L * D * GRAD_SECONDS_PER_NLD
     draws = (opts["chains"] * opts["max_draws"] if alg in MCMC_ALGORITHMS
+             else opts["pt_chains"] * opts["max_draws"] if alg == "pt"
              else opts["predict_draws"])
     predict = draws * n_test * L * D * 4 * 1e-9
     return 20.0 + run + predict  # + compilation (a cold cache; ~1 s warm)
@@ -363,8 +382,51 @@ def _run_smc(key, alg: str, spec, data, opts: dict[str, Any], budget: int
     return r.k, r.v, diag
 
 
+def _run_pt(key, alg, spec, data, opts: dict[str, Any], budget: int
+            ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+    from bayesslr.inference.pt import run_pt
+
+    del alg  # one PT algorithm; the runners' contract passes it
+    r = run_pt(key, spec, data.train, budget=budget, chains=opts["pt_chains"],
+               replicas=opts["replicas"], beta_min=opts["beta_min"],
+               integration_steps=opts["pt_integration_steps"],
+               warmup_fraction=opts["warmup_fraction"], chunk=opts["chunk"],
+               max_draws=opts["max_draws"])
+    why = []
+    if r.k.shape[1] < 4:
+        why.append(f"{r.k.shape[1]} draws kept per chain (too few for R-hat and ESS)")
+    else:
+        if not r.r_hat_max <= RHAT_MAX:
+            why.append(f"r_hat_max {r.r_hat_max:.3f} > {RHAT_MAX}")
+        if not r.ess_bulk_min >= ESS_MIN:
+            why.append(f"ess_bulk_min {r.ess_bulk_min:.0f} < {ESS_MIN:g}")
+    low = np.flatnonzero(~(r.swap_rates >= PT_SWAP_MIN))
+    if low.size:
+        why.append(f"swap rate below {PT_SWAP_MIN} at pairs {low.tolist()}")
+    conv = not why
+    reason = "; ".join(why) if why else (
+        f"r_hat_max {r.r_hat_max:.3f} <= {RHAT_MAX}, ess_bulk_min {r.ess_bulk_min:.0f} >= "
+        f"{ESS_MIN:g}, swap rates >= {np.nanmin(r.swap_rates):.2f}, {r.round_trips} round trips")
+    D = r.k.shape[-1]
+    diag = {"grad_evals": r.grad_evals, "grad_evals_warmup": r.grad_evals_warmup,
+            "compile_s": r.compile_s, "run_s": r.run_s, "iterations": r.iterations,
+            "warmup_done": r.warmup_done, "draws_kept": int(r.k.shape[1]),
+            "chains": int(r.k.shape[0]), "replicas": int(r.betas.size),
+            "step_size": float(r.step_size[0]), "accept_prob": float(r.accept[0]),
+            "r_hat_max": r.r_hat_max, "ess_bulk_min": r.ess_bulk_min,
+            "ess_tail_min": r.ess_tail_min, "divergences": 0,
+            "swap_rate_min": float(np.nanmin(r.swap_rates)) if r.swap_rates.size else math.nan,
+            "swap_rate_mean": float(np.nanmean(r.swap_rates)) if r.swap_rates.size else math.nan,
+            "round_trips": r.round_trips,
+            "ladder": ",".join(f"{b:.4g}" for b in r.betas),
+            "swap_rates": ",".join(f"{a:.3f}" for a in r.swap_rates),
+            "converged": conv, "reason": reason}
+    return r.k.reshape(-1, D), r.v.reshape(-1, D), diag
+
+
 # one contract per algorithm: runner(key, alg, spec, data, opts, budget) -> (k draws, v draws,
 # diagnostics); inference_cell looks the algorithm up here
 RUNNERS: dict[str, Callable[..., tuple[np.ndarray, np.ndarray, dict[str, Any]]]] = {
     **dict.fromkeys(MCMC_ALGORITHMS, _run_mcmc), **dict.fromkeys(VI_ALGORITHMS, _run_vi),
-    **dict.fromkeys(SMC_ALGORITHMS, _run_smc)}
+    **dict.fromkeys(SMC_ALGORITHMS, _run_smc),
+    **dict.fromkeys(PT_ALGORITHMS, _run_pt)}

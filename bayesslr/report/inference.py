@@ -56,7 +56,8 @@ START_MARKERS = {"teacher": "s", "random": "o", "anneal": "^", "prior": "D"}
 COLUMNS = ("test_error", "stderr", "excess_over_reference", "excess_over_reference_stderr",
            "excess_over_oracle", "excess_over_oracle_stderr", "reference_error",
            "reference_source", "grad_evals", "compile_s", "run_s", "converged", "reason",
-           "reaches_reference", "lam", "iterations", "seconds_per_iteration")
+           "reaches_reference", "lam", "iterations", "seconds_per_iteration", "cost",
+           "cost_unit")
 
 
 def leaderboard_families() -> tuple[str, ...]:
@@ -76,6 +77,8 @@ def split_method(method: str) -> tuple[str, str, float]:
     """``inference:nuts-random-1e5`` -> ``("nuts", "random", 1e5)``; other families give
     ``(family or activation label, "", nan)``."""
     family, _, suffix = method.partition(":")
+    if family == "entry":  # an outside algorithm (bayesslr.inference.entries)
+        return suffix, "outside", math.nan
     if family == "inference":
         alg, start, tier = suffix.split("-")
         return alg, start, float(tier)
@@ -101,8 +104,11 @@ def tidy(source: Any) -> pd.DataFrame:
     if isinstance(source, str | Path):
         p = Path(source)
         if p.is_dir() and not (p / "dataset.nc").exists() and any(p.glob("*.json")):
-            return tidy(records_from_dir(p))
-        rows = list(_rows_from_dataset(p))
+            return tidy(records_from_dir(p) + records_from_dir(p / "entries"))
+        rows = list(_rows_from_dataset(p)) if not p.is_dir() or (p / "dataset.nc").exists() \
+            else []
+        if p.is_dir():  # outside algorithms' entries (bayesslr.inference.entries)
+            rows += [_row(r["cell"], r["result"]) for r in records_from_dir(p / "entries")]
     else:
         rows = [_row(r["cell"], r["result"]) for r in source if r.get("status", "ok") == "ok"]
     if not rows:
@@ -228,8 +234,10 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
                 row[f"{v}_se"] = float(x.std(ddof=1) / math.sqrt(n))
             else:
                 row[f"{v}_se"] = float(pd.to_numeric(g[own], errors="coerce").iloc[0])
-        for v in ("grad_evals", "compile_s", "run_s", "reference_error", "iterations"):
+        for v in ("grad_evals", "compile_s", "run_s", "reference_error", "iterations", "cost"):
             row[v] = float(pd.to_numeric(g[v], errors="coerce").mean())
+        row["cost_unit"] = g["cost_unit"].dropna().iloc[0] if g["cost_unit"].notna().any() \
+            else None
         row["seeds"] = n
         row["converged"] = int(g["converged"].fillna(False).astype(bool).sum())
         row["reaches_reference"] = int(g["reaches_reference"].fillna(False).astype(bool).sum())
@@ -255,7 +263,7 @@ def error_vs_cost(df: pd.DataFrame) -> Figure:
     """Excess test error over the reference against gradient evaluations used."""
     s = summarize(df)
     s = s[np.isfinite(s["excess_over_reference"])]  # membership: leaderboard_families()
-    inf = s[s["start"] != ""]
+    inf = s[~s["start"].isin(["", "outside"])]
     if inf.empty:
         raise NothingToPlot("no inference:* results with a reference")
     panels = _settings(inf)
@@ -273,6 +281,15 @@ def error_vs_cost(df: pd.DataFrame) -> Figure:
             x = g["grad_evals"].to_numpy(float)
             y = g["excess_over_reference"].to_numpy(float)
             e = g["excess_over_reference_se"].to_numpy(float)
+            if start == "outside" and not np.isfinite(x).all():  # own cost unit: a line
+                ax.axhline(y.mean(), color="k", lw=1, ls=(0, (1, 1)),
+                           label=f"{alg} (outside; {g['cost'].mean():.3g} "
+                                 f"{g['cost_unit'].iloc[0]})")
+                continue
+            if start == "outside":  # in gradient evaluations: on the cost axis
+                ax.errorbar(x, y, yerr=np.nan_to_num(e), color="k", ls="none", marker="*",
+                            ms=8, capsize=2, label=f"{alg} (outside)")
+                continue
             if start == "":  # ERM / AMP: a horizontal band (no budget)
                 label = alg
                 if alg == "amp" and np.isfinite(g["iterations"]).any():
@@ -304,17 +321,17 @@ def leaderboard(df: pd.DataFrame, budget: float | None = None) -> pd.DataFrame:
     a budget (ERM, GAMP) appear in every budget's table; GAMP's cost is ``iterations`` and
     ``run_s`` (no ``grad_evals``)."""
     s = summarize(df)
-    inf = s[s["start"] != ""]
+    inf = s[~s["start"].isin(["", "outside"])]
     if inf.empty:
         raise NothingToPlot("no inference:* results")
     b = float(inf["budget"].max()) if budget is None else float(budget)
-    s = s[(s["budget"] == b) | (s["start"] == "")]
-    if s[s["start"] != ""].empty:
+    s = s[(s["budget"] == b) | s["start"].isin(["", "outside"])]
+    if s[~s["start"].isin(["", "outside"])].empty:
         raise NothingToPlot(f"no inference:* results at budget {b:g}")
     cols = ["algorithm", "start", *SETTING, "test_error", "test_error_se",
             "excess_over_reference", "excess_over_reference_se", "reference_error",
-            "grad_evals", "iterations", "run_s", "compile_s", "seeds", "converged",
-            "reaches_reference"]
+            "grad_evals", "iterations", "run_s", "compile_s", "cost", "cost_unit", "seeds",
+            "converged", "reaches_reference"]
     out = s[cols].sort_values(["delta", "D", "alpha", "excess_over_reference"])
     out.attrs["budget"] = b
     return out.reset_index(drop=True)
@@ -325,7 +342,7 @@ def trapped(df: pd.DataFrame) -> Figure:
     standard error, clipped at 10) per algorithm and start (rows) and setting (columns), at the
     largest budget of each; the number printed is the excess error itself."""
     s = summarize(df)
-    s = s[(s["start"] != "") & np.isfinite(s["excess_over_reference"])]
+    s = s[~s["start"].isin(["", "outside"]) & np.isfinite(s["excess_over_reference"])]
     if s.empty:
         raise NothingToPlot("no inference:* results with a reference")
     s = s.loc[s.groupby(["algorithm", "start", *SETTING])["budget"].idxmax()]

@@ -1,0 +1,119 @@
+"""``bayesslr score-draws`` and ``bayesslr export posteriordb`` (docs/targets.md).
+
+Not family verbs: ``score-draws`` scores draws made outside the package against a named target
+(:func:`bayesslr.score_draws`) and, with ``--out``, writes them as a leaderboard entry
+(:mod:`bayesslr.inference.entries`); ``export posteriordb`` writes the stored targets in
+posteriordb's layout (:mod:`bayesslr.export.posteriordb`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import typer
+
+from bayesslr.commands.common import emit
+from bayesslr.core.task import ConfigError
+
+
+def load_draws(path: Path) -> dict[str, np.ndarray]:
+    """``k`` and ``v`` from a ``.npz`` (arrays ``k``, ``v``) or an ArviZ netCDF file (its
+    ``posterior`` group's ``k``, ``v``: ``(chain, draw, D)``)."""
+    if not path.is_file():
+        raise ConfigError(f"draws={str(path)!r} is not a file; allowed: a .npz with arrays k "
+                          "and v, or an ArviZ .nc with k and v in its posterior group")
+    suffix = path.suffix.lower()
+    if suffix == ".npz":
+        try:
+            with np.load(path) as z:
+                missing = sorted({"k", "v"} - set(z.files))
+                if missing:
+                    raise ConfigError(f"draws={str(path)!r} lacks arrays {missing}; allowed: a "
+                                      ".npz with arrays k and v")
+                return {"k": np.asarray(z["k"]), "v": np.asarray(z["v"])}
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"draws={str(path)!r} cannot be read as .npz ({exc})") from None
+    if suffix == ".nc":
+        import xarray as xr
+
+        try:
+            with xr.open_dataset(path, group="posterior", engine="h5netcdf") as ds:
+                missing = sorted({"k", "v"} - set(ds.data_vars))
+                if missing:
+                    raise ConfigError(f"draws={str(path)!r} has no {missing} in its posterior "
+                                      "group; allowed: variables k and v (chain, draw, D)")
+                return {"k": ds["k"].values, "v": ds["v"].values}
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"draws={str(path)!r} cannot be read as an ArviZ netCDF file "
+                              f"({exc})") from None
+    raise ConfigError(f"draws={str(path)!r} has suffix {suffix!r}; allowed: .npz or .nc")
+
+
+def score_draws_cmd(
+    target: str = typer.Argument(..., help="Target name (bayesslr.targets() lists them)."),
+    draws: Path = typer.Argument(..., help="Draws: .npz with k, v or an ArviZ .nc file."),
+    name: str = typer.Option(None, help="Entrant name (needed with --out)."),
+    cost: str = typer.Option(None, help="What the draws cost, in --cost-unit (with --out)."),
+    cost_unit: str = typer.Option("gradient evaluations",
+                                  help="Unit of --cost (the benchmark's: gradient "
+                                       "evaluations)."),
+    note: str = typer.Option("", help="Free text stored with the entry."),
+    out: Path = typer.Option(None, help="Results directory: write the entry into OUT/entries."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """Score draws made anywhere against a target's Bayes-optimal reference; with --out, put
+    them on the leaderboard as an entry."""
+    from bayesslr.inference.targets import parse_name, score_draws
+    from bayesslr.inference.targets import target as make_target
+
+    parse_name(target)  # a malformed name is refused before anything is read
+    if out is not None:
+        if not name:
+            raise ConfigError("--out needs --name (the entrant's name on the leaderboard)")
+        if cost is None:
+            raise ConfigError("--out needs --cost (what the draws cost, in --cost-unit)")
+    d = load_draws(draws)
+    t = make_target(target)
+    if out is None:
+        res = score_draws(t, d)
+    else:
+        from bayesslr.inference.entries import entry, write_entry
+
+        rec = entry(t, d, name=name, cost=cost, cost_unit=cost_unit, note=note)
+        path = write_entry(rec, out)
+        res = {**rec["result"], "entry": str(path)}
+    emit(res, as_json, title=f"score-draws {t.name}")
+
+
+export_app = typer.Typer(help="Export the inference benchmark's targets to other tools.",
+                         no_args_is_help=True)
+
+
+@export_app.command("posteriordb")
+def export_posteriordb(
+    out: Path = typer.Argument(..., help="Directory to write (posteriordb's layout)."),
+    only: list[str] = typer.Option(None, "--only", help="Target name (repeatable; default: "
+                                   "every stored target)."),
+    reference_draws: str = typer.Option(
+        "stored", help="stored: rerun the stored reference's teacher-start chains with its "
+                       "settings and keys; quick: 2 chains x 100 draws (for tests; marked)."),
+    thin: str = typer.Option("8", help="Keep every thin-th reference draw (>= 1)."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """Write the stored targets as a posteriordb (posteriors, models, data, reference
+    draws)."""
+    from bayesslr.core.task import check_int
+    from bayesslr.export.posteriordb import export
+
+    if reference_draws not in ("stored", "quick"):
+        raise ConfigError(f"reference_draws={reference_draws!r} is unknown; allowed: stored, "
+                          "quick")
+    res = export(out, names=list(only) if only else None, reference_draws=reference_draws,
+                 thin=check_int("thin", thin, low=1), log=None if as_json else print)
+    emit(res, as_json, title="export posteriordb")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("score-draws")(score_draws_cmd)
+    app.add_typer(export_app, name="export")

@@ -1,0 +1,46 @@
+"""Single-location regression (bayesslr, arXiv 2509.21936) as a PyMC model.
+
+Standalone (NumPy, PyMC, PyTensor only): this file is the model code of the bayesslr targets in
+a posteriordb export. ``model(data)`` takes the posteriordb data dictionary:
+
+* ``X``: tokens, ``N x L x D`` (padded with zero tokens where a sample is shorter);
+* ``mask``: ``N x L``, 1 where a token exists;
+* ``y``: ``N`` labels;
+* ``variant`` ("spiked" or "max"), ``nu`` (signal strength), ``delta`` (label-noise variance).
+
+Prior ``k, v ~ N(0, I_D)``. Likelihood with the hidden location summed out:
+``log p(y_i, X_i | k, v) = logsumexp_l [a_l(k) + log N(y_i; z_l, delta)] - log L_i`` with
+``chi_l = x_l.k / sqrt(D)``, ``z_l = x_l.v / sqrt(D)`` and ``a_l = sqrt(nu) chi_l - nu |k|^2 /
+(2 D)`` (spiked) or ``a_l = log L_i + nu chi_l - logsumexp_l' nu chi_l'`` (max). The token base
+measure, free of ``(k, v)``, is left out. This is the log density bayesslr's NUTS samples.
+"""
+
+import numpy as np
+import pymc as pm
+import pytensor.tensor as pt
+
+
+def model(data):
+    X = np.asarray(data["X"], dtype="float64")
+    n, L, D = X.shape
+    mask = np.asarray(data["mask"], dtype="float64").reshape(n, L)
+    y = np.asarray(data["y"], dtype="float64")
+    nu, delta, variant = float(data["nu"]), float(data["delta"]), str(data["variant"])
+    n_tok = mask.sum(axis=1)
+    with pm.Model() as slr:
+        k = pm.Normal("k", 0.0, 1.0, shape=D)
+        v = pm.Normal("v", 0.0, 1.0, shape=D)
+        h = pt.dot(X.reshape(n * L, D), pt.stack([k, v], axis=1)) / np.sqrt(D)
+        chi, z = h[:, 0].reshape((n, L)), h[:, 1].reshape((n, L))
+        if variant == "spiked":
+            a = np.sqrt(nu) * chi - 0.5 * nu * pt.sum(k * k) / D
+        elif variant == "max":
+            s = pt.switch(mask > 0, nu * chi, -np.inf)
+            a = np.log(n_tok)[:, None] + s - pm.math.logsumexp(s, axis=1, keepdims=True)
+        else:
+            raise ValueError(f"variant={variant!r} is unknown; allowed: spiked, max")
+        log_n = -0.5 * np.log(2 * np.pi * delta) - 0.5 * (y[:, None] - z) ** 2 / delta
+        terms = pt.switch(mask > 0, a + log_n, -np.inf)
+        ll = pm.math.logsumexp(terms, axis=1).reshape((n,)) - np.log(n_tok)
+        pm.Potential("likelihood", pt.sum(ll))
+    return slr

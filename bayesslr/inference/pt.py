@@ -1,0 +1,346 @@
+"""Parallel tempering (replica exchange) on the SLR posterior, with HMC moves (issue 24).
+
+``R`` replicas per chain sample the tempered posteriors ``p_b(k, v) ∝ prior(k, v) *
+likelihood(k, v)^b`` on a ladder ``1 = b_0 > b_1 > ... > b_{R-1} = beta_min`` (the prior and
+likelihood of the marginal model, :mod:`bayesslr.bayes.model`; at small ``b`` the tempered
+likelihood is that of fewer samples, as in tempered SMC). Each iteration:
+
+1. every replica makes one HMC transition of ``integration_steps`` leapfrog steps (step size
+   jittered uniformly in ``[0.8, 1.2]`` times its own, diagonal mass matrix of its own) on its
+   tempered target;
+2. neighbours exchange states by the non-reversible DEO scheme (Okabe et al. 2001, Syed et al.
+   2021): at even iterations the pairs ``(0, 1), (2, 3), ...``, at odd ones ``(1, 2), ...``;
+   a swap of ``(i, i + 1)`` is accepted with probability
+   ``min(1, exp((b_i - b_{i+1}) (l_{i+1} - l_i)))``, ``l`` the log-likelihoods.
+
+The draws are those of replica 0 (``b = 1``, the posterior) after the warm-up, thinned to at
+most ``max_draws`` per chain. ``chains`` independent replica systems run vectorised.
+
+**Adaptation** (warm-up only, then frozen): rounds of doubling length. Within a round each
+replica's step size follows its acceptance (``log eps += 0.05 (acc - 0.65)`` per iteration,
+the mean over chains). After a round: each replica's inverse mass matrix is the variance of
+its positions over the round (pooled over chains, regularised as Stan does), and the ladder
+is re-placed by the round-trip-optimal rule of Syed et al. (2021): with ``r_i`` the rejection
+rate of the pair ``(i, i + 1)``, the cumulative barrier ``Lambda(b)`` is piecewise linear
+through ``(b_i, sum_{j < i} r_j)`` and the new ladder puts equal increments of ``Lambda``
+between neighbours (endpoints ``beta_min`` and 1 fixed).
+
+**Budget.** One iteration costs ``chains * replicas * integration_steps`` gradient
+evaluations (the gradient at the start of a transition is carried from the last, and the
+log-likelihood the swaps need comes with every gradient). Iterations run in compiled chunks of
+``chunk``; the run stops at the first chunk that reaches the budget.
+
+**Diagnostics.** The swap acceptance rate of every neighbouring pair (sampling phase), the
+number of round trips (a replica's state travelling from ``b = 1`` to ``beta_min`` and back,
+followed through the swaps), the final ladder, step sizes and HMC acceptance per replica, and
+R-hat / ESS over the chains' ``b = 1`` draws.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from bayesslr.bayes import arviz_adapter
+from bayesslr.bayes.model import ModelSpec, log_lik_samples
+from bayesslr.core.jaxconfig import PRNGKey
+from bayesslr.core.task import ConfigError, Data
+from bayesslr.inference.mcmc import _AOT_CACHE
+
+PT_ALGORITHMS: tuple[str, ...] = ("pt",)
+TARGET_ACCEPT = 0.65
+
+
+class PTRun(NamedTuple):
+    """Draws, cost and diagnostics of one parallel-tempering run.
+
+    Attributes
+    ----------
+    k, v : numpy.ndarray, shape (chains, draws, D)
+        Draws of the ``b = 1`` replica after the warm-up.
+    betas : numpy.ndarray, shape (replicas,)
+        The final ladder (``betas[0] = 1``).
+    swap_rates : numpy.ndarray, shape (replicas - 1,)
+        Swap acceptance of each neighbouring pair in the sampling phase.
+    round_trips : int
+        Round trips ``b = 1 -> beta_min -> b = 1`` completed, all chains, sampling phase.
+    accept : numpy.ndarray, shape (replicas,)
+        Mean HMC acceptance per replica (sampling phase).
+    step_size : numpy.ndarray, shape (replicas,)
+    grad_evals, grad_evals_warmup, iterations, warmup_done : int
+    r_hat_max, ess_bulk_min, ess_tail_min : float
+    compile_s, run_s : float
+    """
+
+    k: np.ndarray
+    v: np.ndarray
+    betas: np.ndarray
+    swap_rates: np.ndarray
+    round_trips: int
+    accept: np.ndarray
+    step_size: np.ndarray
+    grad_evals: int
+    grad_evals_warmup: int
+    iterations: int
+    warmup_done: int
+    r_hat_max: float
+    ess_bulk_min: float
+    ess_tail_min: float
+    compile_s: float
+    run_s: float
+
+
+def geometric_ladder(replicas: int, beta_min: float) -> np.ndarray:
+    """``1 > ... > beta_min``, geometric (the starting ladder)."""
+    if replicas == 1:
+        return np.ones(1)
+    return np.geomspace(1.0, beta_min, replicas)
+
+
+def optimal_ladder(betas: np.ndarray, rejection: np.ndarray) -> np.ndarray:
+    """Re-place the ladder at equal increments of the cumulative rejection (Syed et al. 2021).
+
+    ``betas`` decreasing from 1, ``rejection[i]`` the rejection rate of ``(i, i + 1)``; the
+    endpoints stay. A pair with no rejection still gets a small share (``1e-3``) so that the
+    barrier is strictly increasing.
+    """
+    R = betas.size
+    if R < 3:
+        return betas.copy()
+    b = betas[::-1]  # increasing
+    r = np.maximum(np.asarray(rejection, float)[::-1], 1e-3)
+    lam = np.concatenate([[0.0], np.cumsum(r)])
+    want = np.linspace(0.0, lam[-1], R)
+    new = np.interp(want, lam, b)
+    new[0], new[-1] = b[0], b[-1]
+    return np.sort(new)[::-1].copy()
+
+
+def round_trips(swapped: np.ndarray, R: int) -> int:
+    """Round trips ``slot 0 -> slot R-1 -> slot 0`` of the replicas' labels, followed through
+    the accepted swaps ``swapped`` of shape ``(iterations, chains, R - 1)`` (pair ``i`` is
+    ``(i, i + 1)``)."""
+    if R < 2 or swapped.size == 0:
+        return 0
+    T, C, _ = swapped.shape
+    trips = 0
+    for c in range(C):
+        label = np.arange(R)  # label[slot]
+        state = np.zeros(R, int)  # per label: 0 none, 1 has been at slot 0, 2 then at R-1
+        state[label[0]] = 1
+        for t in range(T):
+            for i in np.flatnonzero(swapped[t, c]):
+                label[i], label[i + 1] = label[i + 1], label[i]
+            top, bottom = label[0], label[R - 1]
+            if state[bottom] == 1:
+                state[bottom] = 2
+            if state[top] == 2:
+                trips += 1
+            state[top] = 1
+    return trips
+
+
+@functools.lru_cache(maxsize=8)
+def _chunk_fn(variant: str, n_steps: int, chunk: int, adapt: bool):
+    """``chunk`` PT iterations of all chains and replicas in one compiled call."""
+
+    def loglik(x, args):
+        X, y, mask, nu, delta = args
+        D = X.shape[-1]
+        return jnp.sum(log_lik_samples(ModelSpec(variant, nu, delta), x[:D], x[D:], X, y,
+                                       mask))
+
+    vg = jax.value_and_grad(loglik)
+
+    def hmc(key, x, ll, g, beta, eps, inv_mass, args):
+        """One HMC transition on ``prior * lik^beta`` (gradient carried)."""
+        kp, kj, ku = jax.random.split(key, 3)
+        p = jax.random.normal(kp, x.shape) / jnp.sqrt(inv_mass)
+        h = eps * jax.random.uniform(kj, minval=0.8, maxval=1.2)
+
+        def grad_logp(x_, g_):
+            return -x_ + beta * g_
+
+        def energy(x_, ll_, p_):
+            return 0.5 * jnp.sum(x_ * x_) - beta * ll_ + 0.5 * jnp.sum(inv_mass * p_ * p_)
+
+        def body(_, c):
+            x_, p_, ll_, g_ = c
+            p_ = p_ + 0.5 * h * grad_logp(x_, g_)
+            x_ = x_ + h * inv_mass * p_
+            ll_, g_ = vg(x_, args)
+            p_ = p_ + 0.5 * h * grad_logp(x_, g_)
+            return x_, p_, ll_, g_
+
+        x1, p1, ll1, g1 = lax.fori_loop(0, n_steps, body, (x, p, ll, g))
+        dH = energy(x1, ll1, p1) - energy(x, ll, p)
+        acc = jnp.where(jnp.isfinite(dH), jnp.minimum(1.0, jnp.exp(-dH)), 0.0)
+        take = jax.random.uniform(ku) < acc
+        return (jnp.where(take, x1, x), jnp.where(take, ll1, ll), jnp.where(take, g1, g), acc)
+
+    # vmap over replicas (own beta, eps, mass) then over chains
+    hmc_r = jax.vmap(hmc, in_axes=(0, 0, 0, 0, 0, 0, 0, None))
+    hmc_cr = jax.vmap(hmc_r, in_axes=(0, 0, 0, 0, None, None, None, None))
+
+    def swap(key, t, x, ll, g, betas):
+        """DEO swaps of one chain: pairs (i, i+1) with i = t mod 2, 2 + t mod 2, ..."""
+        R = betas.shape[0]
+        i = jnp.arange(R - 1)
+        active = (i % 2) == (t % 2)
+        la = (betas[:-1] - betas[1:]) * (ll[1:] - ll[:-1])
+        a = jnp.minimum(1.0, jnp.exp(jnp.minimum(la, 0.0)))
+        acc = active & (jax.random.uniform(key, (R - 1,)) < a)
+        # permutation: slot i takes i+1 and i+1 takes i where pair i is accepted
+        up = jnp.concatenate([acc, jnp.zeros(1, bool)])        # slot i swaps with i+1
+        down = jnp.concatenate([jnp.zeros(1, bool), acc])      # slot i swaps with i-1
+        idx = jnp.arange(R) + up.astype(int) - down.astype(int)
+        return x[idx], ll[idx], g[idx], acc, jnp.where(active, a, jnp.nan)
+
+    swap_c = jax.vmap(swap, in_axes=(0, None, 0, 0, 0, None))
+
+    def run(key, t0, x, ll, g, betas, log_eps, inv_mass, args):
+        C, R, _ = x.shape
+
+        def it(c, j):
+            x, ll, g, log_eps, s1, s2 = c
+            kh, ks = jax.random.split(jax.random.fold_in(key, j))
+            keys = jax.random.split(kh, C * R).reshape(C, R)
+            x, ll, g, acc = hmc_cr(keys, x, ll, g, betas, jnp.exp(log_eps), inv_mass, args)
+            if adapt:
+                log_eps = log_eps + 0.05 * (jnp.mean(acc, axis=0) - TARGET_ACCEPT)
+            x, ll, g, sw, a_sw = swap_c(jax.random.split(ks, C), t0 + j, x, ll, g, betas)
+            s1 = s1 + jnp.sum(x, axis=0)
+            s2 = s2 + jnp.sum(x * x, axis=0)
+            return (x, ll, g, log_eps, s1, s2), (x[:, 0], acc, sw, a_sw)
+
+        z = jnp.zeros(x.shape[1:], x.dtype)
+        (x, ll, g, log_eps, s1, s2), (x0, acc, sw, a_sw) = lax.scan(
+            it, (x, ll, g, log_eps, z, z), jnp.arange(chunk))
+        return x, ll, g, log_eps, s1, s2, x0, acc, sw, a_sw
+
+    init = jax.vmap(jax.vmap(vg, in_axes=(0, None)), in_axes=(0, None))
+    return jax.jit(run), jax.jit(init)
+
+
+def run_pt(key: PRNGKey, spec: ModelSpec, data: Data, *, budget: int,
+           start: dict[str, Any] | None = None, chains: int = 2, replicas: int = 10,
+           beta_min: float = 1e-3, integration_steps: int = 10, step_size: float = 0.05,
+           warmup_fraction: float = 0.5, chunk: int = 10, max_draws: int = 1000) -> PTRun:
+    """Parallel tempering within ``budget`` gradient evaluations (see the module doc).
+
+    Parameters
+    ----------
+    start : dict, optional
+        ``{"k": (chains, replicas, D), "v": ...}``; default: every replica of every chain from
+        its own prior draw (a random start).
+    """
+    for nm, val, lo in (("chains", chains, 1), ("replicas", replicas, 1),
+                        ("integration_steps", integration_steps, 1), ("chunk", chunk, 1)):
+        if int(val) < lo:
+            raise ConfigError(f"{nm}={val} is out of range; allowed: integer >= {lo}")
+    if not 0.0 < beta_min < 1.0:
+        raise ConfigError(f"beta_min={beta_min!r} is out of range; allowed: 0 < beta_min < 1")
+    C, R, n_steps = int(chains), int(replicas), int(integration_steps)
+    D = data.X.shape[-1]
+    per_iter = C * R * n_steps
+    if budget < per_iter * chunk:
+        raise ConfigError(f"budget={budget} is below one chunk ({chunk} iterations x {per_iter}"
+                          " gradient evaluations); allowed: a larger budget, or fewer chains, "
+                          "replicas or integration_steps")
+    args = (jnp.asarray(data.X, jnp.float32), jnp.asarray(data.y, jnp.float32),
+            jnp.asarray(data.mask, bool), jnp.asarray(spec.nu, jnp.float32),
+            jnp.asarray(spec.delta, jnp.float32))
+    k0, key = jax.random.split(key)
+    if start is None:
+        x = jax.random.normal(k0, (C, R, 2 * D), jnp.float32)
+    else:
+        x = jnp.concatenate([jnp.asarray(start["k"], jnp.float32).reshape(C, R, D),
+                             jnp.asarray(start["v"], jnp.float32).reshape(C, R, D)], axis=-1)
+    aot = _AOT_CACHE
+    c0 = aot.compile_s
+    t_start = time.perf_counter()
+    run_w, init = _chunk_fn(spec.variant, n_steps, int(chunk), True)
+    run_s, _ = _chunk_fn(spec.variant, n_steps, int(chunk), False)
+    ll, g = aot("pt_init", init, x, args)
+    betas = geometric_ladder(R, float(beta_min))
+    log_eps = jnp.full((R,), math.log(step_size), jnp.float32)
+    inv_mass = jnp.ones((R, 2 * D), jnp.float32)
+    used = per_iter  # the starting gradients
+    t = 0
+    # warm-up: rounds of doubling length (in chunks), ladder and mass re-placed after each
+    warm_budget = int(warmup_fraction * budget)
+    round_len = 1
+    while used + per_iter * chunk <= warm_budget:
+        n_chunks = 0
+        rej_num = np.zeros(R - 1)
+        rej_den = np.zeros(R - 1)
+        s1 = np.zeros((R, 2 * D))
+        s2 = np.zeros((R, 2 * D))
+        while n_chunks < round_len and used + per_iter * chunk <= warm_budget:
+            key, kc = jax.random.split(key)
+            out = aot("pt_warm", run_w, kc, jnp.asarray(t, jnp.int32), x, ll, g,
+                      jnp.asarray(betas, jnp.float32), log_eps, inv_mass, args)
+            x, ll, g, log_eps, c1, c2, _, _, _, a_sw = out
+            a_sw = np.asarray(a_sw)
+            rej_num += np.nansum(1.0 - a_sw, axis=(0, 1))
+            rej_den += np.sum(np.isfinite(a_sw), axis=(0, 1))
+            s1 += np.asarray(c1)
+            s2 += np.asarray(c2)
+            used += per_iter * chunk
+            t += chunk
+            n_chunks += 1
+        n = n_chunks * chunk * C
+        if n >= 20:
+            var = np.maximum(s2 / n - (s1 / n) ** 2, 1e-6)
+            # Stan's regularisation of the windowed variance estimate
+            inv_mass = jnp.asarray((n / (n + 5.0)) * var + 1e-3 * (5.0 / (n + 5.0)),
+                                   jnp.float32)
+        if R > 2 and np.all(rej_den > 0):
+            betas = optimal_ladder(betas, rej_num / rej_den)
+        round_len *= 2
+    warm_used, warm_iters = used, t
+    # sampling: everything frozen
+    total = max(0, (budget - used) // (per_iter * chunk)) * chunk
+    thin = max(1, -(-total // int(max_draws)))
+    keep, accs, sws, a_sum, a_cnt = [], [], [], np.zeros(R - 1), np.zeros(R - 1)
+    while used + per_iter * chunk <= budget:
+        key, kc = jax.random.split(key)
+        out = aot("pt_run", run_s, kc, jnp.asarray(t, jnp.int32), x, ll, g,
+                  jnp.asarray(betas, jnp.float32), log_eps, inv_mass, args)
+        x, ll, g, _, _, _, x0, acc, sw, a_sw = out
+        keep.append(np.asarray(x0))
+        accs.append(np.asarray(acc).mean(axis=(0, 1)))
+        sws.append(np.asarray(sw))
+        a_sw = np.asarray(a_sw)
+        a_sum += np.nansum(a_sw, axis=(0, 1))
+        a_cnt += np.sum(np.isfinite(a_sw), axis=(0, 1))
+        used += per_iter * chunk
+        t += chunk
+    wall = time.perf_counter() - t_start
+    compile_s = aot.compile_s - c0
+    if keep:
+        xs = np.concatenate(keep, axis=0)[::-1][::thin][::-1]  # (draws, C, 2D), the last kept
+        xs = np.transpose(xs, (1, 0, 2)).astype(np.float64)
+        swapped = np.concatenate(sws, axis=0)
+        acc_r = np.mean(accs, axis=0)
+    else:
+        xs = np.asarray(x[:, :1], np.float64)  # (C, 1, 2D): the last state of b = 1
+        swapped = np.zeros((0, C, max(R - 1, 0)), bool)
+        acc_r = np.full(R, np.nan)
+    k, v = xs[..., :D], xs[..., D:]
+    if k.shape[1] >= 4:
+        diag = arviz_adapter.diagnostics({"k": k, "v": v})
+    else:
+        diag = {"r_hat_max": math.nan, "ess_bulk_min": math.nan, "ess_tail_min": math.nan}
+    rates = np.where(a_cnt > 0, a_sum / np.maximum(a_cnt, 1), np.nan)
+    return PTRun(k, v, np.asarray(betas), rates, round_trips(swapped, R), acc_r,
+                 np.exp(np.asarray(log_eps)), int(used), int(warm_used), int(t),
+                 int(warm_iters), float(diag["r_hat_max"]), float(diag["ess_bulk_min"]),
+                 float(diag["ess_tail_min"]), float(compile_s), float(wall - compile_s))

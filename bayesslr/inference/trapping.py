@@ -1,0 +1,314 @@
+"""The trapping map: which uninformed samplers reach the Bayes-optimal error, as ``D`` grows
+(issue 24; docs/targets.md).
+
+For every cell ``(Delta, D, alpha, seed)`` of spiked ``L = 3``, ``nu = 2`` and every algorithm
+``nuts-random``, ``smc-prior``, ``pt-random`` of the inference family, run at one gradient
+budget (1e5 by default) from an uninformed start, the draws are scored on 4000 fresh test
+inputs of the seed (the suite's data contract) against a reference *on the same inputs*,
+paired:
+
+* the stored long-NUTS reference (:mod:`bayesslr.inference.ground_truth`) where the task is stored
+  (``D = 50, 100``);
+* elsewhere GAMP from the uninformed start on the same training data (docs/amp.md), whose
+  posterior-mean predictions on the same test inputs are the reference. Where both exist the
+  GAMP - NUTS-reference gap is measured too (``gamp_minus_reference``), to validate GAMP as the
+  reference at the smallest sizes.
+
+A cell *reaches* the reference when its paired excess is at most 3 of its standard errors (the
+benchmark's rule). ``reaches`` is also recorded against GAMP where the stored reference exists.
+
+Resumable: each run is one small JSON file in ``--work`` (skipped when present; GAMP's test
+predictions go to ``--work/yhat/*.npy``, 32 kB each, not meant for version control);
+``table`` collects them into the fraction of seeds that reach the reference, with its
+binomial standard error, per ``(Delta, D, alpha, algorithm)``, and ``figure`` draws it.
+Start it niced::
+
+    nice -n 19 python -m bayesslr.inference.trapping run --work DIR [--only D=25] [--budget 1e5]
+    python -m bayesslr.inference.trapping table --work DIR
+    python -m bayesslr.inference.trapping figure --work DIR --out map.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ALGOS: tuple[str, ...] = ("nuts-random", "smc-prior", "pt-random")
+SETTINGS: dict[float, tuple[float, ...]] = {0.01: (1.2, 2.0, 5.0), 1e-4: (1.2, 2.0, 5.0)}
+DS: tuple[int, ...] = (25, 50, 100, 200, 400)
+SEEDS: tuple[int, ...] = (0, 1, 2)
+N_TEST = 4000
+
+
+def plan(budget: int, seeds=SEEDS, Ds=DS) -> list[dict[str, Any]]:
+    """Runs in the order they are done: first the equal-budget comparison on the stored
+    ``alpha = 2`` tasks, then the map by increasing cost (``N D``)."""
+    first = [dict(delta=0.01, D=D, alpha=2.0, seed=s) for D in (50, 100) for s in seeds]
+    rest = [dict(delta=dl, D=D, alpha=a, seed=s) for dl, alphas in SETTINGS.items()
+            for a in alphas for D in Ds for s in seeds]
+    rest = [c for c in rest if c not in first]
+    rest.sort(key=lambda c: (c["D"] * c["alpha"] * c["D"], c["seed"], -c["delta"], c["alpha"]))
+    out = []
+    for c in first + rest:
+        out.append({**c, "what": "gamp", "budget": 0})
+        for a in ALGOS:
+            out.append({**c, "what": a, "budget": int(budget)})
+    return out
+
+
+def run_key(r: dict[str, Any]) -> str:
+    return (f"delta{r['delta']:g}-D{r['D']}-alpha{r['alpha']:g}-seed{r['seed']}-{r['what']}"
+            f"-{r['budget']}")
+
+
+def _data(r):
+    from bayesslr.core.task import make_task
+    from bayesslr.inference.evaluate import task_data
+
+    task = make_task("spiked", L=3, nu=2.0, delta=r["delta"], D=r["D"])
+    N = max(1, int(round(r["alpha"] * r["D"])))
+    return task, task_data(task, r["seed"], N, N_TEST)
+
+
+def _gamp_file(work: Path, r: dict[str, Any]) -> Path:
+    return work / f"{run_key({**r, 'what': 'gamp', 'budget': 0})}.json"
+
+
+def _yhat_file(work: Path, r: dict[str, Any]) -> Path:
+    """GAMP's test predictions (4000 floats; kept out of the small JSON records)."""
+    return work / "yhat" / f"{run_key({**r, 'what': 'gamp', 'budget': 0})}.npy"
+
+
+def run_gamp(r: dict[str, Any], work: Path) -> dict[str, Any]:
+    from bayesslr.amp.gamp import GampOptions, gamp, gamp_predict
+    from bayesslr.core.task import algorithm_key
+    from bayesslr.inference import ground_truth as ref
+    from bayesslr.inference.evaluate import score
+
+    task, data = _data(r)
+    t0 = time.perf_counter()
+    g = gamp(algorithm_key(data.key, "sampler"), task, data.train, GampOptions(),
+             teacher=data.teacher)
+    y = np.asarray(gamp_predict(task, g, data.test.X, data.test.mask), np.float64)
+    out = {"gamp_converged": bool(g.converged), "gamp_reason": g.reason,
+           "gamp_iterations": int(g.iterations), "gamp_s": time.perf_counter() - t0}
+    look = ref.lookup(task, r["alpha"], r["seed"], N_TEST, theory=False)
+    s = score(task, data.teacher, data.test, y, look)
+    out.update({"test_error": s["test_error"], "stderr": s["stderr"],
+                "oracle_error": s["oracle_error"]})
+    _yhat_file(work, r).parent.mkdir(parents=True, exist_ok=True)
+    np.save(_yhat_file(work, r), y)
+    if look is not None:
+        out.update({"stored_reference": True, "gamp_minus_reference": s["excess_over_reference"],
+                    "gamp_minus_reference_stderr": s["excess_over_reference_stderr"]})
+    else:
+        out["stored_reference"] = False
+    return out
+
+
+def run_algo(r: dict[str, Any], work: Path) -> dict[str, Any]:
+    from bayesslr.bayes.model import model_spec
+    from bayesslr.core.task import algorithm_key
+    from bayesslr.inference import ground_truth as ref
+    from bayesslr.inference import method as M
+    from bayesslr.inference.evaluate import score_draws
+
+    task, data = _data(r)
+    spec = model_spec(task)
+    alg, start = r["what"].split("-")
+    opts = {o.name: o.default for o in M.SCHEMA.opts}
+    opts["init"] = start
+    kalg = algorithm_key(data.key, "sampler")
+    t0 = time.perf_counter()
+    if alg == "nuts":
+        K, V, diag = M._run_mcmc(kalg, alg, spec, data, opts, r["budget"])
+    elif alg == "smc":
+        K, V, diag = M._run_smc(kalg, spec, data, opts, r["budget"])
+    else:
+        K, V, diag = M._run_pt(kalg, spec, data, opts, r["budget"])
+    wall = time.perf_counter() - t0
+    gamp = json.loads(_gamp_file(work, r).read_text())
+    y_gamp = np.load(_yhat_file(work, r))
+    refs = {"gamp": {"test_error": gamp["test_error"], "stderr": gamp["stderr"],
+                     "source": "gamp", "y_hat": y_gamp}}
+    look = ref.lookup(task, r["alpha"], r["seed"], N_TEST, theory=False)
+    if look is not None:
+        refs["stored"] = look
+    out = {k: v for k, v in diag.items() if not isinstance(v, np.ndarray)}
+    out["wall_s"] = wall
+    for name, rf in refs.items():
+        s, _ = score_draws(task, spec, data, K, V, rf)
+        e, se = s["excess_over_reference"], s["excess_over_reference_stderr"]
+        out[f"excess_{name}"] = e
+        out[f"excess_{name}_stderr"] = se
+        out[f"reaches_{name}"] = bool(np.isfinite(e) and e <= 3 * se)
+        out["test_error"] = s["test_error"]
+    best = "stored" if "stored" in refs else "gamp"
+    out["reference"] = best
+    out["excess"] = out[f"excess_{best}"]
+    out["excess_stderr"] = out[f"excess_{best}_stderr"]
+    out["reaches"] = out[f"reaches_{best}"]
+    return out
+
+
+def run(work: Path, budget: int, only: list[str], seeds=SEEDS, Ds=DS) -> None:
+    from bayesslr.core.jaxconfig import configure_jax
+
+    configure_jax()
+    work.mkdir(parents=True, exist_ok=True)
+    for r in plan(budget, seeds, Ds):
+        if not all(_keep(r, c) for c in only):
+            continue
+        f = work / f"{run_key(r)}.json"
+        if f.exists():
+            continue
+        if r["what"] != "gamp" and not _yhat_file(work, r).exists():
+            continue  # its GAMP reference failed or was filtered out
+        t0 = time.perf_counter()
+        try:
+            res = run_gamp(r, work) if r["what"] == "gamp" else run_algo(r, work)
+        except Exception as exc:  # one failed run is recorded, the map goes on
+            res = {"error": f"{type(exc).__name__}: {exc}"}
+        row = {**r, **res, "run_wall_s": time.perf_counter() - t0,
+               "load_avg": os.getloadavg()[0],
+               "when": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())}
+        tmp = f.with_suffix(".tmp")
+        tmp.write_text(json.dumps(row, default=float))
+        os.replace(tmp, f)
+        msg = (f"excess {row.get('excess', float('nan')):+.4f} reaches {row.get('reaches')}"
+               if r["what"] != "gamp" else f"err {row.get('test_error', float('nan')):.4f}")
+        print(f"{run_key(r)}: {msg} {row.get('error', '')} ({row['run_wall_s']:.0f} s)",
+              flush=True)
+
+
+def _keep(r: dict[str, Any], cond: str) -> bool:
+    k, _, v = cond.partition("=")
+    x = r[k]
+    return str(x) == v or (isinstance(x, int | float) and not isinstance(x, bool)
+                           and math.isclose(float(x), float(v)))
+
+
+def load_rows(work: Path) -> list[dict[str, Any]]:
+    rows = []
+    for f in sorted(Path(work).glob("*.json")):
+        r = json.loads(f.read_text())
+        r.pop("y_hat", None)
+        rows.append(r)
+    return rows
+
+
+def table(work: Path):
+    """Fraction of seeds reaching the reference per ``(delta, D, alpha, algorithm)`` with its
+    binomial standard error ``sqrt(p (1 - p) / n)``, the mean excess with its standard error
+    over seeds, and the GAMP - stored reference gap where both exist."""
+    import pandas as pd
+
+    every = load_rows(work)
+    failed: dict[tuple, int] = {}
+    for r in every:  # failed runs are counted apart, never as seeds
+        if "error" in r:
+            k = (r["delta"], r["D"], r["alpha"], r["what"])
+            failed[k] = failed.get(k, 0) + 1
+    rows = [r for r in every if "error" not in r]
+    if not rows:
+        return pd.DataFrame()
+    df = pd.DataFrame(rows)
+    out = []
+    alg = df[df["what"] != "gamp"]
+    for key, g in alg.groupby(["delta", "D", "alpha", "what"]):
+        n = len(g)
+        p = float(g["reaches"].astype(bool).mean())
+        ex = g["excess"].astype(float)
+        out.append({"delta": key[0], "D": key[1], "alpha": key[2], "algorithm": key[3],
+                    "seeds": n, "seed_list": ",".join(str(s) for s in sorted(g["seed"])),
+                    "reach_fraction": p, "reach_se": math.sqrt(p * (1 - p) / n),
+                    "excess_mean": float(ex.mean()),
+                    "excess_se": float(ex.std(ddof=1) / math.sqrt(n)) if n > 1 else float(
+                        g["excess_stderr"].iloc[0]),
+                    "reference": ",".join(sorted(set(g["reference"]))),
+                    "grad_evals": float(g["grad_evals"].mean()),
+                    "run_s": float(g["run_s"].mean()), "failed": failed.get(key, 0)})
+    gam = df[(df["what"] == "gamp") & df.get("stored_reference", False).astype(bool)]
+    for key, g in gam.groupby(["delta", "D", "alpha"]):
+        x = g["gamp_minus_reference"].astype(float)
+        n = len(g)
+        out.append({"delta": key[0], "D": key[1], "alpha": key[2],
+                    "algorithm": "gamp - stored reference", "seeds": n,
+                    "seed_list": ",".join(str(s) for s in sorted(g["seed"])),
+                    "excess_mean": float(x.mean()),
+                    "excess_se": float(x.std(ddof=1) / math.sqrt(n)) if n > 1 else float(
+                        g["gamp_minus_reference_stderr"].iloc[0]),
+                    "reference": "stored"})
+    return pd.DataFrame(out).sort_values(["delta", "alpha", "D", "algorithm"])
+
+
+def figure(work: Path):
+    """The fraction of seeds reaching the reference against ``D``, one panel per
+    ``(Delta, alpha)``, a line per algorithm (error bars: binomial standard errors); the state
+    evolution's hard window is at ``Delta = 1e-4``, ``alpha`` 1.175 - 1.225 (docs)."""
+    from matplotlib.figure import Figure
+
+    t = table(work)
+    t = t[t["algorithm"].isin(ALGOS)]
+    panels = sorted({(d, a) for d, a in zip(t["delta"], t["alpha"], strict=True)},
+                    key=lambda p: (-p[0], p[1]))
+    fig = Figure(figsize=(3.6 * max(len(panels), 1), 3.2), layout="constrained")
+    axes = fig.subplots(1, max(len(panels), 1), squeeze=False).ravel()
+    for ax, (d, a) in zip(axes, panels, strict=False):
+        sub = t[(t["delta"] == d) & (t["alpha"] == a)]
+        for i, alg in enumerate(ALGOS):
+            g = sub[sub["algorithm"] == alg].sort_values("D")
+            if g.empty:
+                continue
+            ax.errorbar(g["D"] * (1 + 0.03 * (i - 1)), g["reach_fraction"], yerr=g["reach_se"],
+                        marker="o", ms=4, capsize=2, label=f"{alg} ({int(g['seeds'].min())}"
+                        f"-{int(g['seeds'].max())} seeds)")
+        ax.set_xscale("log")
+        ax.set_ylim(-0.05, 1.05)
+        hard = " (SE hard window)" if d == 1e-4 and 1.175 <= a <= 1.225 else ""
+        ax.set_title(f"Delta={d:g}, alpha={a:g}{hard}", fontsize=8)
+        ax.set_xlabel("D")
+        ax.set_ylabel("fraction of seeds reaching the reference")
+        ax.legend(fontsize=6)
+    fig.suptitle("Trapping map: uninformed samplers at 1e5 gradients, spiked L=3, nu=2",
+                 fontsize=9)
+    return fig
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bayesslr.inference.trapping")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("run", help="run the map (resumable)")
+    b.add_argument("--work", required=True, type=Path)
+    b.add_argument("--budget", type=float, default=1e5)
+    b.add_argument("--only", action="append", default=[], help="field=value, repeatable")
+    b.add_argument("--seeds", default="0,1,2")
+    b.add_argument("--D", default=",".join(map(str, DS)))
+    t = sub.add_parser("table", help="the reach fractions as CSV on stdout")
+    t.add_argument("--work", required=True, type=Path)
+    f = sub.add_parser("figure", help="draw the map")
+    f.add_argument("--work", required=True, type=Path)
+    f.add_argument("--out", required=True, type=Path)
+    args = ap.parse_args(argv)
+    if args.cmd == "run":
+        run(args.work, int(args.budget), args.only,
+            tuple(int(s) for s in args.seeds.split(",")), tuple(int(d) for d in
+                                                              args.D.split(",")))
+    elif args.cmd == "table":
+        print(table(args.work).to_csv(index=False, float_format="%.4g"))
+    else:
+        figure(args.work).savefig(args.out, dpi=120)
+        print(args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
