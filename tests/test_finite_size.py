@@ -233,3 +233,12 @@ def test_preset_as_designed(capsys, tmp_path):
         main(["run", "--preset", "finite-size", "--dry-run", "--out", str(tmp_path / "f")])
     assert e.value.code == 0
     assert "sweep finite-size: 966 cells" in capsys.readouterr().out
+
+
+def test_assemble_refuses_a_directory_without_the_run(tmp_path):
+    """A partial run is assembled only from a directory holding that preset's run."""
+    from bayesslr.results.finite_size import assemble
+    from bayesslr.task import ConfigError
+
+    with pytest.raises(ConfigError, match="holds no run of the preset 'finite-size'"):
+        assemble(tmp_path)

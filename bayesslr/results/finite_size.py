@@ -46,6 +46,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -53,6 +54,7 @@ import xarray as xr
 from scipy import stats
 
 from bayesslr.report.claims import FAILS, HOLDS, UNDECIDED, Verdict
+from bayesslr.task import ConfigError
 
 Z = 2.0  # the issue's rule: |e_inf - theory| <= Z combined standard errors
 MIN_SIZES = 3  # a line and one degree of freedom
@@ -533,3 +535,45 @@ def markdown_table(studies: Sequence[Study]) -> str:
 def verdicts(tree: xr.DataTree) -> list[Verdict]:
     """One :class:`~bayesslr.report.claims.Verdict` per study."""
     return [s.verdict() for s in finite_size_studies(tree)]
+
+
+# --------------------------------------------------------------------------------------------
+# a run in progress (or stopped): its finished cells as one results file
+# --------------------------------------------------------------------------------------------
+def assemble(out: str | Path, preset: str = "finite-size") -> xr.DataTree:
+    """The finished cells of a run of ``preset`` in ``out`` (``bayesslr run --out OUT``) as a
+    results tree, read-only (safe beside the running process): the dataset the run will write
+    when it completes, restricted to the cells done so far (failures listed; cells of another
+    code version of their method left out, as a resumed run would recompute them).
+
+    Raises
+    ------
+    ConfigError
+        ``out`` holds no run of ``preset`` (another config, or no config), or no cell yet.
+    """
+    from bayesslr.sweep.config import cell_key, load_preset
+    from bayesslr.sweep.dataset import build_dataset
+    from bayesslr.sweep.storage import ResultStore
+
+    cfg = load_preset(preset)
+    store = ResultStore(out)
+    stored = store.stored_config()
+    if stored is None or stored.get("digest") != cfg.digest():
+        raise ConfigError(f"out={str(out)!r} holds no run of the preset {preset!r}; allowed: "
+                          f"a directory written by 'bayesslr run --preset {preset}'")
+    scan = store.scan(cfg.cells, retry_failed=False)
+    records = [scan.done[cell_key(c)] for c in cfg.cells if cell_key(c) in scan.done]
+    if not records:
+        raise ConfigError(f"out={str(out)!r} holds no finished cell yet")
+    return build_dataset(cfg, records)
+
+
+def write_partial(out: str | Path, path: str | Path | None = None,
+                  preset: str = "finite-size") -> Path:
+    """Write :func:`assemble` to ``path`` (default ``OUT/partial.nc``), for
+    ``bayesslr report OUT/partial.nc``; returns the path."""
+    from bayesslr.sweep.storage import write_netcdf_atomic
+
+    target = Path(path) if path is not None else Path(out) / "partial.nc"
+    write_netcdf_atomic(assemble(out, preset), target)
+    return target
