@@ -28,23 +28,33 @@ and a free-exponent fit ``e_inf + b D^-p`` (profile of ``chi2`` over ``p``, the 
 standard errors, while the exponent's interval covers the true exponent in 95% of draws
 (tests/test_finite_size.py).
 
-**Errors.** The weights are the per-size standard errors over seeds; ``se(e_inf)`` is the
-least-squares error, multiplied by ``sqrt(chi2/dof)`` when that exceeds 1 (a fit worse than its
-error bars widens its own error, it never narrows it). The theory's error is its Monte Carlo
-error (``stderr``; for NUTS the two Monte Carlo errors combined).
+**Errors.** The weights are the per-size standard errors over seeds. The same seed at two
+sizes is not independent: JAX draws a ``D``-vector as the prefix of a longer one, so seed ``s``
+has the same first teacher coordinates at every size, and the teacher's norm, the largest part
+of a seed's error, is correlated across sizes (measured: 0.6 softmax, 0.8 linear between
+``D = 250`` and 447). ``se(e_inf)`` is therefore the sandwich error of the least-squares
+coefficients under the covariance of the means estimated from the shared seeds
+(:func:`mean_covariance`), multiplied by ``sqrt(chi2/dof)`` when that exceeds 1 (a fit worse
+than its error bars widens its own error, it never narrows it). The theory's error is its
+Monte Carlo error (``stderr``; for NUTS the two Monte Carlo errors combined).
 
-**Verdict** (the issue's rule): the estimator *reaches* its theory (``holds``) when
-``|e_inf - theory| <= 2 sqrt(se(e_inf)^2 + se(theory)^2)``, *does not reach* it (``does not
-hold``) otherwise; ``not enough data`` (with what is needed) when fewer than
-:data:`MIN_SIZES` sizes have at least :data:`MIN_SEEDS` seeds, or the theory is missing. Each
-study says whether its sizes meet the design (at least 5 sizes, the largest at the paper's
-``sqrtND = 1e4``) and whether the standard error at the largest size is at most 0.005.
+**Verdict** (the issue's rule, with the suite's allowance for few seeds): the estimator
+*reaches* its theory (``holds``) when ``|e_inf - theory| <= Z sqrt(se(e_inf)^2 +
+se(theory)^2)``, *does not reach* it (``does not hold``) otherwise. ``Z = 2`` for large samples;
+``se(e_inf)`` is estimated from the seeds, so, as in :mod:`bayesslr.report.claims`, ``Z`` is the
+Student-t quantile at the same level with the Welch-Satterthwaite degrees of freedom (the
+fewest seeds of a size, less one, for ``e_inf``; the theory's Monte Carlo error counts as
+exact): ``Z = 2.4`` for 8 seeds, so that few seeds cannot decide by luck. ``not enough data``
+(with what is needed) when fewer than :data:`MIN_SIZES` sizes have at least :data:`MIN_SEEDS`
+seeds, or the theory is missing. Each study says whether its sizes meet the design (at least 5
+sizes, the largest at the paper's ``sqrtND = 1e4``) and whether the standard error at the
+largest size is at most 0.005.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -53,7 +63,7 @@ import pandas as pd
 import xarray as xr
 from scipy import stats
 
-from bayesslr.report.claims import FAILS, HOLDS, UNDECIDED, Verdict
+from bayesslr.report.claims import FAILS, HOLDS, UNDECIDED, Verdict, critical, welch_dof
 from bayesslr.task import ConfigError
 
 Z = 2.0  # the issue's rule: |e_inf - theory| <= Z combined standard errors
@@ -125,8 +135,13 @@ def _wls(x: np.ndarray, y: np.ndarray, se: np.ndarray) -> tuple[np.ndarray, np.n
 
 
 def fit_inverse_size(D: Sequence[float], mean: Sequence[float], se: Sequence[float], *,
-                     power: float = 1.0) -> Fit:
+                     power: float = 1.0, cov: np.ndarray | None = None) -> Fit:
     """Fit ``mean(D) = e_inf + b D^-power`` by weighted least squares (weights ``1/se^2``).
+
+    ``cov``: the full covariance matrix of the means (the same seeds at several sizes are
+    correlated: :func:`mean_covariance`); the coefficients stay the weighted least-squares
+    ones, their covariance is the sandwich ``A cov A^T`` (``A`` the least-squares map) instead
+    of ``(X^T W X)^-1``, which assumes independent sizes.
 
     Raises
     ------
@@ -141,12 +156,49 @@ def fit_inverse_size(D: Sequence[float], mean: Sequence[float], se: Sequence[flo
         raise ValueError(f"D={D_.tolist()} has fewer than 2 distinct sizes; allowed: at least 2")
     if not (np.all(np.isfinite(s)) and np.all(s > 0) and np.all(np.isfinite(y))):
         raise ValueError("mean and se must be finite, se > 0")
-    coef, cov, chi2 = _wls(D_ ** (-power), y, s)
+    x = D_ ** (-power)
+    coef, cov_b, chi2 = _wls(x, y, s)
+    if cov is not None:
+        C = _psd(np.asarray(cov, dtype=float))
+        if C.shape != (len(D_), len(D_)):
+            raise ValueError(f"cov has shape {C.shape}; allowed: ({len(D_)}, {len(D_)})")
+        X = np.stack([np.ones_like(x), x], axis=1)
+        A = cov_b @ (X.T * (1.0 / s**2))
+        cov_b = A @ C @ A.T
+    cov = cov_b
     dof = len(D_) - 2
     scale = max(1.0, chi2 / dof) if dof > 0 else 1.0
     p = float(stats.chi2.sf(chi2, dof)) if dof > 0 else math.nan
     return Fit(float(coef[0]), float(math.sqrt(cov[0, 0] * scale)), float(coef[1]),
                float(math.sqrt(cov[1, 1] * scale)), chi2, dof, p, power)
+
+
+def _psd(C: np.ndarray) -> np.ndarray:
+    """The nearest positive semi-definite symmetric matrix (negative eigenvalues set to 0):
+    a covariance estimated pairwise, over the seeds two sizes share, need not be one."""
+    C = 0.5 * (C + C.T)
+    w, V = np.linalg.eigh(C)
+    return (V * np.clip(w, 0.0, None)) @ V.T
+
+
+def mean_covariance(values: Sequence[Mapping[int, float]]) -> np.ndarray:
+    """Covariance matrix of the per-size seed means, from ``{seed: value}`` per size: the
+    diagonal ``var_i / n_i``; off the diagonal, where two sizes share ``n_ij >= 2`` seeds, their
+    sample covariance over the shared seeds times ``n_ij / (n_i n_j)`` (0 when they share
+    fewer). The same seed at two sizes shares its teacher's first coordinates (JAX draws a
+    ``D``-vector as the prefix of a longer one), so its errors are correlated across sizes."""
+    k = len(values)
+    C = np.zeros((k, k))
+    for i in range(k):
+        for j in range(i, k):
+            common = sorted(set(values[i]) & set(values[j]))
+            if len(common) < 2:
+                continue
+            a = np.array([values[i][c] for c in common])
+            b = np.array([values[j][c] for c in common])
+            c = float(np.cov(a, b, ddof=1)[0, 1])
+            C[i, j] = C[j, i] = c * len(common) / (len(values[i]) * len(values[j]))
+    return C
 
 
 def fit_exponent(D: Sequence[float], mean: Sequence[float], se: Sequence[float],
@@ -184,8 +236,9 @@ def reaches(e_inf: float, se: float, theory: float, theory_se: float, z: float =
 # --------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class SizePoint:
-    """The seeds of one size: their mean, its standard error over seeds, the seed count and how
-    many of the seeds' fits or chains did not converge."""
+    """The seeds of one size: their mean, its standard error over seeds, the seed count, how
+    many of the seeds' fits or chains did not converge, and the values by seed (``{seed:
+    value}``, for the covariance across sizes; empty when unknown)."""
 
     D: int
     sqrtND: float
@@ -193,6 +246,7 @@ class SizePoint:
     se: float
     n: int
     unconverged: int = 0
+    values: Mapping[int, float] = field(default_factory=dict, compare=False)
 
 
 def size_points(frame: pd.DataFrame, quantity: str) -> list[SizePoint]:
@@ -200,14 +254,16 @@ def size_points(frame: pd.DataFrame, quantity: str) -> list[SizePoint]:
     optionally ``converged``), sizes in increasing order; a size with one seed has ``se`` NaN."""
     out = []
     for D, g in frame.groupby("D", sort=True):
+        g = g[np.isfinite(g[quantity].to_numpy(dtype=float))]
         x = g[quantity].to_numpy(dtype=float)
-        x = x[np.isfinite(x)]
         if not len(x):
             continue
         se = float(np.std(x, ddof=1) / math.sqrt(len(x))) if len(x) > 1 else math.nan
         unconv = int((g["converged"] < 0.5).sum()) if "converged" in g else 0
+        values = ({int(sd): float(v) for sd, v in zip(g["seed"], x, strict=True)}
+                  if "seed" in g else {})
         out.append(SizePoint(int(D), float(g["sqrtND"].iloc[0]), float(np.mean(x)), se, len(x),
-                             unconv))
+                             unconv, values))
     return out
 
 
@@ -233,6 +289,7 @@ class Study:
     distance: float
     needs: str = ""
     extra: dict[str, str] = field(default_factory=dict)
+    z: float = Z
 
     @property
     def used(self) -> tuple[SizePoint, ...]:
@@ -268,7 +325,7 @@ class Study:
                f"chi2/dof={f.chi2:.3g}/{f.dof}"
                + (f", p={f.p_value:.2g}" if math.isfinite(f.p_value) else "") + f"; {sizes}; "
                f"se at D={u[-1].D}: {u[-1].se:.3g}) vs theory {pm(self.theory, self.theory_se)}: "
-               f"{self.distance:.2g} combined se")
+               f"{self.distance:.2g} combined se (threshold {self.z:.2g})")
         if self.exponent is not None:
             p, lo, hi = self.exponent
             txt += f"; free exponent p={p:.2g} [{lo:.2g}, {hi:.2g}]"
@@ -300,6 +357,17 @@ class Study:
                 "needs": self.needs}
 
 
+def fit_points(points: Sequence[SizePoint]) -> Fit:
+    """:func:`fit_inverse_size` of size points, with the covariance of their means across
+    sizes (:func:`mean_covariance`) when every point knows its values by seed."""
+    cov = None
+    if all(len(p.values) == p.n for p in points):
+        cov = mean_covariance([p.values for p in points])
+        np.fill_diagonal(cov, [p.se**2 for p in points])
+    return fit_inverse_size([p.D for p in points], [p.mean for p in points],
+                            [p.se for p in points], cov=cov)
+
+
 def make_study(setting: str, estimator: str, lam: str, quantity: str, theory_name: str,
                points: Sequence[SizePoint], theory: float, theory_se: float,
                extra: dict[str, str] | None = None) -> Study:
@@ -308,17 +376,20 @@ def make_study(setting: str, estimator: str, lam: str, quantity: str, theory_nam
     used = [p for p in points if p.n >= MIN_SEEDS and p.se > 0]
     needs = _needs(points, used)
     fit = exponent = None
-    status, dist = UNDECIDED, math.nan
+    status, dist, z = UNDECIDED, math.nan, Z
     if len(used) >= MIN_SIZES and len({p.D for p in used}) >= MIN_SIZES:
         D = [p.D for p in used]
-        fit = fit_inverse_size(D, [p.mean for p in used], [p.se for p in used])
+        fit = fit_points(used)
         if len(used) >= 4:
             exponent = fit_exponent(D, [p.mean for p in used], [p.se for p in used])
-        status, dist = reaches(fit.e_inf, fit.se, theory, theory_se)
+        dof = welch_dof(fit.se, min(p.n for p in used) - 1.0, theory_se, math.inf)
+        z = critical(dof)
+        status, dist = reaches(fit.e_inf, fit.se, theory, theory_se, z)
         if status == UNDECIDED:
             needs = "needs the theory value at this point" + (f"; {needs}" if needs else "")
     return Study(setting, estimator, lam, quantity, theory_name, float(theory),
-                 float(theory_se), points, fit, exponent, status, dist, needs, dict(extra or {}))
+                 float(theory_se), points, fit, exponent, status, dist, needs, dict(extra or {}),
+                 z)
 
 
 def _needs(points: Sequence[SizePoint], used: Sequence[SizePoint]) -> str:
@@ -436,8 +507,7 @@ def erm_studies(tree: xr.DataTree, *, min_sizes: int = MIN_SIZES) -> list[Study]
             pts = size_points(g, "objective")
             used = [p for p in pts if p.n >= MIN_SEEDS and p.se > 0]
             if math.isfinite(objective) and len({p.D for p in used}) >= MIN_SIZES:
-                fo = fit_inverse_size([p.D for p in used], [p.mean for p in used],
-                                      [p.se for p in used])
+                fo = fit_points(used)
                 extra["training objective"] = (f"e_inf {pm(fo.e_inf, fo.se)} vs replica's "
                                                f"{objective:.4g}")
         else:
