@@ -216,6 +216,10 @@ def report(
               for s in ("holds", "does not hold", "not enough data")}
     typer.echo(f"verdicts: {fig_dir / 'verdicts.txt'} ("
                + ", ".join(f"{s}: {n}" for s, n in counts.items()) + ")")
+    from bayesslr.report.finite_size import section
+
+    for line in section(lines):  # the finite-size verdicts, printed in full
+        typer.echo(line)
     if notebooks:
         from bayesslr.report.notebooks import write_notebooks
 

@@ -75,6 +75,9 @@ def write_report(results: str | Path | xr.DataTree, out: str | Path | None = Non
     for theme, vs in {**all_verdicts(tree), **family_verdicts(tree)}.items():
         lines.append(f"# {theme}")
         lines += [v.line() for v in vs]
+    from bayesslr.report import finite_size  # the finite-size study, where the results hold one
+
+    lines += finite_size.verdict_lines(tree)
     written.append(save_text("\n".join(lines) + "\n", out_dir / "verdicts.txt"))
     if "inference" in tree.children and not isinstance(results, xr.DataTree):
         from bayesslr.report import inference
@@ -82,4 +85,5 @@ def write_report(results: str | Path | xr.DataTree, out: str | Path | None = Non
         more, why = inference.write_figures(results, out_dir, formats=tuple(formats), dpi=dpi)
         written += more
         skipped += why
-    return written, skipped
+    more, why = finite_size.write_figures(tree, out_dir, formats=tuple(formats), dpi=dpi)
+    return written + more, skipped + why

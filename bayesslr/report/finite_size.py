@@ -1,0 +1,125 @@
+"""The finite-size figure and verdicts (docs/finite-size.md; the analysis is
+:mod:`bayesslr.results.finite_size`).
+
+One panel per setting and estimator: the per-size seed means against ``1/D`` with their standard
+errors, the fitted line ``e_inf + b/D`` down to ``1/D = 0``, the extrapolated ``e_inf`` with its
+error bar (a diamond at ``1/D = 0``), and the theory as a dashed line with its one-standard-error
+band, one colour per ``lam``. A size where some seed's fit or chains did not converge is drawn
+hollow (and counted in the verdict's evidence); a study whose ``e_inf`` misses its theory says
+so in its legend entry (``[does not hold]``). :func:`write_figures` writes ``finite_size.<fmt>``
+and :func:`verdict_lines` the ``# finite-size`` section of ``verdicts.txt``; both do nothing on
+results without a study (no estimator at three sizes or more).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import xarray as xr
+
+from bayesslr.results.finite_size import Study, finite_size_studies, pm
+
+THEME = "finite-size"
+COLORS = ("C0", "C3", "C2", "C1", "C4", "C5")
+
+
+def _panel_key(s: Study) -> tuple[str, str]:
+    return s.setting, s.estimator
+
+
+def figure(studies: Sequence[Study]):
+    """The figure of ``studies`` (module docstring); raises ``ValueError`` when none has a
+    size to draw."""
+    import matplotlib.pyplot as plt
+
+    studies = [s for s in studies if s.points]
+    if not studies:
+        raise ValueError("no finite-size study to draw")
+    panels: dict[tuple[str, str], list[Study]] = {}
+    for s in studies:
+        panels.setdefault(_panel_key(s), []).append(s)
+    n = len(panels)
+    ncols = 2 if n > 1 else 1
+    nrows = math.ceil(n / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(6.4 * ncols, 4.2 * nrows), squeeze=False,
+                             constrained_layout=True)
+    for ax, ((setting, estimator), group) in zip(axes.flat, panels.items(), strict=False):
+        xmax = 0.0
+        for color, s in zip(COLORS * 4, group, strict=False):
+            _draw(ax, s, color)
+            xmax = max([xmax] + [1.0 / p.D for p in s.points])
+        ax.set_xlim(-0.04 * xmax, 1.08 * xmax)
+        ax.set_xlabel("1 / D")
+        ax.set_ylabel(group[0].quantity)
+        ax.set_title(f"{estimator}\n{setting}", fontsize=9)
+        ax.legend(fontsize=6.5, loc="best")
+        ax.grid(alpha=0.3)
+    for ax in list(axes.flat)[n:]:
+        ax.set_visible(False)
+    fig.suptitle("finite-size study: seed means +- se vs 1/D, fit e_inf + b/D, theory +- se "
+                 "(hollow: a seed did not converge)", fontsize=9)
+    return fig
+
+
+def _draw(ax, s: Study, color: str) -> None:
+    lam = f"lam={s.lam}" if s.lam else s.estimator.split(" ")[0]
+    x = np.array([1.0 / p.D for p in s.points])
+    y = np.array([p.mean for p in s.points])
+    e = np.array([p.se if math.isfinite(p.se) else 0.0 for p in s.points])
+    flagged = np.array([p.unconverged > 0 for p in s.points])
+    for mask, face, suffix in ((~flagged, color, ""), (flagged, "white", ", not converged")):
+        if mask.any():
+            ax.errorbar(x[mask], y[mask], e[mask], fmt="o", color=color, mfc=face, ms=5,
+                        capsize=2, label=f"{lam}: seed mean +- se{suffix}")
+    if s.fit is not None:
+        xs = np.linspace(0.0, x.max(), 50)
+        ax.plot(xs, s.fit.e_inf + s.fit.b * xs, "-", color=color, lw=1, alpha=0.8)
+        ax.errorbar([0.0], [s.fit.e_inf], [s.fit.se], fmt="D", color=color, mfc="white",
+                    ms=6, capsize=3,
+                    label=f"{lam}: D -> inf {pm(s.fit.e_inf, s.fit.se)} [{s.status}]")
+    if math.isfinite(s.theory):
+        band = s.theory_se if math.isfinite(s.theory_se) else 0.0
+        ax.axhline(s.theory, color=color, ls="--", lw=1,
+                   label=f"{lam}: theory ({s.theory_name}) {pm(s.theory, band)}")
+        ax.axhspan(s.theory - band, s.theory + band, color=color, alpha=0.12, lw=0)
+
+
+def write_figures(tree: xr.DataTree, out_dir: Path, *, formats: Sequence[str] = ("png",),
+                  dpi: int = 150) -> tuple[list[Path], list[tuple[str, str]]]:
+    """Write ``finite_size.<fmt>``; returns (files written, [(figure, why skipped)])."""
+    import matplotlib.pyplot as plt
+
+    studies = finite_size_studies(tree)
+    if not studies:
+        return [], []
+    fig = figure(studies)
+    written = []
+    for fmt in formats:
+        path = Path(out_dir) / f"finite_size.{fmt}"
+        fig.savefig(path, dpi=dpi)
+        written.append(path)
+    plt.close(fig)
+    return written, []
+
+
+def verdict_lines(tree: xr.DataTree) -> list[str]:
+    """The ``# finite-size`` section of ``verdicts.txt`` (empty without a study)."""
+    studies = finite_size_studies(tree)
+    if not studies:
+        return []
+    return [f"# {THEME}"] + [s.verdict().line() for s in studies]
+
+
+def section(lines: Sequence[str]) -> list[str]:
+    """The verdict lines of the ``# finite-size`` section of a ``verdicts.txt``."""
+    out, inside = [], False
+    for ln in lines:
+        if ln.startswith("# "):
+            inside = ln == f"# {THEME}"
+            continue
+        if inside:
+            out.append(ln)
+    return out
