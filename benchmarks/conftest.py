@@ -8,9 +8,9 @@
 * JAX is configured as the ``bayesslr`` command configures it (host devices for parallel
   chains, persistent compilation cache in ``.pytest_cache/jax`` unless
   ``$BAYESSLR_JAX_CACHE`` says otherwise), before any benchmark computes anything.
-* ``benchutil.record`` and ``benchutil.ratio``: every benchmark of a group stores its pytest-benchmark
-  statistics under a short name; a later benchmark of the same group (same module, file order)
-  puts the ratio of two of them into its ``extra_info`` (``ratio_*``: lower is better,
+* ``benchutil.record`` and ``benchutil.ratio``: every benchmark of a group stores its
+  pytest-benchmark statistics under a short name; a later benchmark of the same group (same
+  module, file order) puts the ratio of two of them into its ``extra_info`` (``ratio_*``: lower is better,
   ``speedup_*``: higher is better), so that the saved JSON carries the ratio measured in one
   run. ``benchmarks/compare_ratios.py`` compares those ratios between two saved runs.
 * Every benchmark's ``extra_info`` holds the 1-minute load average before and after it.

@@ -15,7 +15,8 @@ and the family's median absolute log10 error), from the records of any number of
 unit's model includes the shared work it paid for (an ERM cell with ``lam = "replica"`` whose
 replica point was not cached yet also solves that point).
 
-Run: ``nice -n 10 .venv/bin/python benchmarks/studies/bench_paper_subset.py --out subset.jsonl``, then
+Run: ``nice -n 10 .venv/bin/python benchmarks/studies/bench_paper_subset.py --out subset.jsonl``,
+then
 ``.venv/bin/python benchmarks/studies/bench_paper_subset.py --report subset.jsonl``. Results are in
 ``benchmarks/README.md`` (section "Cost model").
 """
