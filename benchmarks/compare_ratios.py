@@ -5,7 +5,11 @@ which only mean something on the same machine. The suite's targets are ratios me
 one run (``extra_info`` keys ``ratio_*``, lower is better, and ``speedup_*``, higher is
 better, see ``benchmarks/conftest.py``), which carry across machines. Usage::
 
-    python benchmarks/compare_ratios.py BASELINE.json NEW.json [--fail 25]
+    python benchmarks/compare_ratios.py BASELINE NEW [--fail 25]
+
+``BASELINE`` and ``NEW`` are saved runs (``--benchmark-save``/``--benchmark-autosave``), or
+folders of them (every ``*.json`` below, read in name order, a later run's ratio replacing an
+earlier one's: the suite can be saved module by module).
 
 Prints one line per ratio present in both files (benchmark, key, baseline, new, change in
 percent; ``worse`` when it moved the wrong way by more than ``--fail`` percent), then the ratios
@@ -23,13 +27,18 @@ from pathlib import Path
 
 
 def ratios(path: Path) -> dict[tuple[str, str], float]:
-    """``{(benchmark fullname, key): value}`` of every ``ratio_*``/``speedup_*`` of a run."""
-    data = json.loads(Path(path).read_text())
+    """``{(benchmark fullname, key): value}`` of every ``ratio_*``/``speedup_*`` of a run (a
+    JSON file, or every JSON file below a folder, in name order)."""
+    path = Path(path)
+    files = sorted(path.rglob("*.json")) if path.is_dir() else [path]
+    if not files:
+        raise ValueError(f"no saved run (*.json) under {path}")
     out = {}
-    for b in data.get("benchmarks", []):
-        for k, v in (b.get("extra_info") or {}).items():
-            if k.startswith(("ratio_", "speedup_")) and isinstance(v, int | float):
-                out[(b["fullname"], k)] = float(v)
+    for f in files:
+        for b in json.loads(f.read_text()).get("benchmarks", []):
+            for k, v in (b.get("extra_info") or {}).items():
+                if k.startswith(("ratio_", "speedup_")) and isinstance(v, int | float):
+                    out[(b["fullname"], k)] = float(v)
     return out
 
 
