@@ -10,9 +10,10 @@
   ``$BAYESSLR_JAX_CACHE`` says otherwise), before any benchmark computes anything.
 * ``benchutil.record`` and ``benchutil.ratio``: every benchmark of a group stores its
   pytest-benchmark statistics under a short name; a later benchmark of the same group (same
-  module, file order) puts the ratio of two of them into its ``extra_info`` (``ratio_*``: lower is better,
-  ``speedup_*``: higher is better), so that the saved JSON carries the ratio measured in one
-  run. ``benchmarks/compare_ratios.py`` compares those ratios between two saved runs.
+  module, file order) puts the ratio of two of them into its ``extra_info`` (``ratio_*``:
+  lower is better, ``speedup_*``: higher is better), so that the saved JSON carries the ratio
+  measured in one run. ``benchmarks/compare_ratios.py`` compares those ratios between two
+  saved runs.
 * Every benchmark's ``extra_info`` holds the 1-minute load average before and after it.
 """
 
