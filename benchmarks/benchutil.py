@@ -1,7 +1,7 @@
 """Helpers of the timing suite: group ratios measured in one run, cold JAX compilation.
 
 Imported by the ``bench_*.py`` modules (pytest puts ``benchmarks/`` on the path; the studies
-add it themselves). See ``benchmarks/conftest.py`` for how sizes and ratios are reported.
+add it themselves). See the root ``conftest.py`` for how sizes and ratios are reported.
 """
 
 from __future__ import annotations

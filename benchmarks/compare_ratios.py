@@ -3,7 +3,7 @@
 pytest-benchmark's own ``--benchmark-compare``/``--benchmark-compare-fail`` compare seconds,
 which only mean something on the same machine. The suite's targets are ratios measured within
 one run (``extra_info`` keys ``ratio_*``, lower is better, and ``speedup_*``, higher is
-better, see ``benchmarks/conftest.py``), which carry across machines. Usage::
+better, see the root ``conftest.py``), which carry across machines. Usage::
 
     python benchmarks/compare_ratios.py BASELINE NEW [--fail 25]
 

@@ -1,4 +1,9 @@
-"""The timing suite's set-up: sizes, JAX, and the ratios each benchmark group reports.
+"""The timing suite's set-up (``benchmarks/``): sizes, JAX, and the ratios each group reports.
+
+It lives at the repository root, not in ``benchmarks/``: the tests import helpers with
+``from conftest import ...`` (``tests/conftest.py``), and of several ``conftest`` modules
+without a package the one imported last answers that import; the root one is always imported
+first.
 
 * ``--bench-size {smoke,default,paper}``: the problem sizes of every benchmark (each module has
   a ``SIZES`` table). When the option is not given, the size is ``smoke`` if the benchmarks
@@ -25,7 +30,7 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault(
-    "BAYESSLR_JAX_CACHE", str(Path(__file__).resolve().parent.parent / ".pytest_cache" / "jax")
+    "BAYESSLR_JAX_CACHE", str(Path(__file__).resolve().parent / ".pytest_cache" / "jax")
 )
 
 import bayesslr  # noqa: E402
@@ -33,7 +38,7 @@ import bayesslr  # noqa: E402
 bayesslr.configure_jax()  # before any benchmark computes anything (host devices, cache)
 
 SIZES = ("smoke", "default", "paper")
-collect_ignore = ["studies"]  # scripts that explore settings, not timings
+collect_ignore = ["benchmarks/studies"]  # scripts that explore settings, not timings
 
 
 def pytest_addoption(parser):
