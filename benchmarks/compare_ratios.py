@@ -11,6 +11,9 @@ better, see the root ``conftest.py``), which carry across machines. Usage::
 folders of them (every ``*.json`` below, read in name order, a later run's ratio replacing an
 earlier one's: the suite can be saved module by module).
 
+``--table RUN`` prints instead the ratios of one run (file or folder) as a Markdown table: group,
+benchmark, ratio, value, and the load average before and after the benchmark that holds it.
+
 Prints one line per ratio present in both files (benchmark, key, baseline, new, change in
 percent; ``worse`` when it moved the wrong way by more than ``--fail`` percent), then the ratios
 found in one file only. Exit status 1 when any ratio is worse by more than ``--fail`` percent
@@ -42,6 +45,21 @@ def ratios(path: Path) -> dict[tuple[str, str], float]:
     return out
 
 
+def table(path: Path) -> list[str]:
+    """The ratios of one run (file or folder) as Markdown table rows, with the load."""
+    path = Path(path)
+    files = sorted(path.rglob("*.json")) if path.is_dir() else [path]
+    rows = ["| group | benchmark | ratio | value | load (1 min) |", "|---|---|---|---|---|"]
+    for f in files:
+        for b in json.loads(f.read_text()).get("benchmarks", []):
+            e = b.get("extra_info") or {}
+            for k, v in e.items():
+                if k.startswith(("ratio_", "speedup_")) and isinstance(v, int | float):
+                    rows.append(f"| {b['group']} | {b['name']} | {k} | {v:.3g} | "
+                                f"{e.get('load_before', '?')} -> {e.get('load_after', '?')} |")
+    return rows
+
+
 def compare(base: dict, new: dict, fail_pct: float) -> tuple[list[str], int]:
     """Lines of the comparison and the number of regressions beyond ``fail_pct``."""
     lines, worse = [], 0
@@ -63,13 +81,22 @@ def compare(base: dict, new: dict, fail_pct: float) -> tuple[list[str], int]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("baseline", type=Path)
-    ap.add_argument("new", type=Path)
+    ap.add_argument("new", type=Path, nargs="?")
+    ap.add_argument("--table", action="store_true",
+                    help="print the ratios of BASELINE as a Markdown table (no comparison)")
     ap.add_argument("--fail", type=float, default=25.0,
                     help="percent by which a ratio may get worse (default 25)")
     a = ap.parse_args(argv)
     if not a.fail >= 0:
         print(f"--fail must be >= 0 (percent), got {a.fail}", file=sys.stderr)
         return 2
+    if a.table or a.new is None:
+        try:
+            print("\n".join(table(a.baseline)))
+        except (OSError, ValueError, KeyError) as exc:
+            print(f"cannot read the run: {exc}", file=sys.stderr)
+            return 2
+        return 0
     try:
         base, new = ratios(a.baseline), ratios(a.new)
     except (OSError, ValueError, KeyError) as exc:

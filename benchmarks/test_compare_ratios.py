@@ -17,7 +17,8 @@ BASELINES = sorted(BASELINE_DIR.rglob("*.json"))
 def _run(tmp_path, name: str, values: dict[str, float]) -> Path:
     p = tmp_path / name
     p.write_text(json.dumps({"benchmarks": [
-        {"fullname": "bench_x.py::test_a", "extra_info": {**values, "load_before": 3.0}}]}))
+        {"fullname": "bench_x.py::test_a", "name": "test_a", "group": "g",
+         "extra_info": {**values, "load_before": 3.0}}]}))
     return p
 
 
@@ -67,3 +68,11 @@ def test_ratio_helper():
     assert d.extra_info["ratio_z_missing"] == "benchmarks disabled"
     with pytest.raises(ValueError, match="ratio_ or speedup_"):
         ratio(b, "fit_over_floor", 1.0, 1.0)
+
+
+def test_table_lists_each_ratio_with_its_load(tmp_path, capsys):
+    run = _run(tmp_path, "a.json", {"ratio_fit": 1.25, "speedup_ess": 2.0})
+    assert compare_ratios.main([str(run), "--table"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("| group |") and len(out) == 4
+    assert "ratio_fit | 1.25 | 3.0 -> ? |" in out[2]
