@@ -1,6 +1,12 @@
 """GAMP's seconds per iteration against the data-traffic floor, measured in one process.
 
-Usage::
+Part of the timing suite (group ``gamp_vs_floor``: GAMP per iteration against two passes over
+``X``, measured in one run; group ``compile_gamp``: its first call against a warm call; sizes
+``smoke`` ``D = 200``, ``default`` 2000, ``paper`` 10000, spiked ``L = 3``, ``alpha = 5``)::
+
+    .venv/bin/python -m pytest benchmarks/bench_amp.py --benchmark-only
+
+Or as a script (the variance forms and the regeneration cost)::
 
     python benchmarks/bench_amp.py [--D 10000] [--alpha 5] [--L 3] [--variant spiked]
                                    [--nu 2] [--iterations 12] [--repeats 5]
@@ -37,8 +43,11 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+from benchutil import cold_jax, ratio, record, stat  # noqa: E402
 
 from bayesslr.amp import GampOptions, amp_task_data, gamp  # noqa: E402
 from bayesslr.core.task import make_task  # noqa: E402
@@ -127,6 +136,78 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     print(f"load average {load0[0]:.1f} at the start, {load1[0]:.1f} at the end "
           f"({os.cpu_count()} cores)")
     return out
+
+
+# ------------------------------------------------------------------------------------------
+# the timing suite (pytest-benchmark)
+# ------------------------------------------------------------------------------------------
+SIZES = {"smoke": {"D": 200, "iterations": 3, "rounds": 1},
+         "default": {"D": 2000, "iterations": 8, "rounds": 5},
+         "paper": {"D": 10000, "iterations": 8, "rounds": 3}}
+
+
+@pytest.fixture(scope="module")
+def amp_problem(bench_size):
+    size = SIZES[bench_size]
+    D = size["D"]
+    task = make_task("spiked", 3, 2.0, 0.01, D)
+    teacher, train, _ = amp_task_data(jax.random.key(0), task, round(5.0 * D), 2)
+    X2 = jax.block_until_ready(train.X.reshape(-1, D))
+    w = jnp.ones((D,), X2.dtype) / np.sqrt(D)
+    g = jnp.ones((X2.shape[0],), X2.dtype)
+    xw, gtx, xtg = (jax.jit(lambda X, w: X @ w), jax.jit(lambda X, g: g @ X),
+                    jax.jit(lambda X, g: X.T @ g))
+    opt = GampOptions(max_iter=size["iterations"], min_iter=size["iterations"], tol=1e-30,
+                      adaptive_damping=False)
+
+    def run():
+        return gamp(jax.random.key(1), task, train, opt, teacher=teacher)
+
+    return {"size": size, "D": D, "X_GB": X2.size * 4 / 1e9, "run": run,
+            "floors": {"X_w+g^T_X": lambda: jax.block_until_ready((xw(X2, w), gtx(X2, g))),
+                       "X_w+X^T_g": lambda: jax.block_until_ready((xw(X2, w), xtg(X2, g)))}}
+
+
+@pytest.mark.parametrize("form", ["X_w+g^T_X", "X_w+X^T_g"])
+def test_floor(benchmark, amp_problem, form):
+    """Two passes over ``X``: ``X w`` and ``X^T g`` (two forms of the second; XLA's CPU
+    backend is several times slower on ``X.T @ g``)."""
+    benchmark.group = "gamp_vs_floor"
+    benchmark.extra_info.update(D=amp_problem["D"], X_GB=amp_problem["X_GB"])
+    benchmark.pedantic(amp_problem["floors"][form], rounds=amp_problem["size"]["rounds"],
+                       warmup_rounds=1)
+    record(benchmark, "floor_" + form)
+
+
+def test_gamp(benchmark, amp_problem):
+    """GAMP, ``iterations`` undamped iterations per call (a warm call first)."""
+    benchmark.group = "gamp_vs_floor"
+    its = amp_problem["size"]["iterations"]
+    res = benchmark.pedantic(amp_problem["run"], rounds=amp_problem["size"]["rounds"],
+                             warmup_rounds=1)
+    assert res.iterations == its and np.all(np.isfinite(res.trajectory["m_k"]))
+    benchmark.extra_info.update(iterations=its, variance=res.variance,
+                                own_seconds_per_iteration=res.seconds_per_iteration)
+    record(benchmark, "gamp")
+    floors = [stat(benchmark, "floor_" + f) for f in ("X_w+g^T_X", "X_w+X^T_g")]
+    floors = [f for f in floors if f is not None]
+    own = stat(benchmark, "self")
+    ratio(benchmark, "ratio_iteration_over_floor", None if own is None else own / its,
+          min(floors) if floors else None)
+
+
+def test_gamp_first_call(benchmark, amp_problem):
+    """GAMP's first call with nothing compiled (persistent cache off)."""
+    benchmark.group = "compile_gamp"
+
+    def cold():
+        with cold_jax():
+            return amp_problem["run"]()
+
+    benchmark.pedantic(cold, rounds=1)
+    amp_problem["run"]()
+    ratio(benchmark, "ratio_first_call_over_warm_call", stat(benchmark, "self"),
+          stat(benchmark, "gamp", group="gamp_vs_floor"))
 
 
 if __name__ == "__main__":

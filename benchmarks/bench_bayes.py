@@ -1,9 +1,13 @@
 """Timings of the NUTS driver (docs/model.md §6): chain methods, compile vs run, vs ``MCMC.run``.
 
 Run: ``.venv/bin/python -m pytest benchmarks/bench_bayes.py --benchmark-only`` (pytest-benchmark;
-compile time in ``extra_info["first_call_s"]``), or ``.venv/bin/python benchmarks/bench_bayes.py``
-for a printed table with the ratio of NumPyro's ``MCMC.run`` (which retraces its loop on every
-call) to the one-jit driver on a second posterior of the same shapes.
+group ``chain_method``: the second posterior of the same shapes per chain method; group
+``compile_nuts``: the first posterior with nothing compiled, persistent cache off, against a
+warm one, ratio in ``extra_info``; sizes ``smoke`` ``D = 20``, 50 + 50 iterations, ``default``
+``D = 50``, 300 + 300, ``paper`` ``D = 100``, 500 + 500), or
+``.venv/bin/python benchmarks/bench_bayes.py`` for a printed table with the ratio of NumPyro's
+``MCMC.run`` (which retraces its loop on every call) to the one-jit driver on a second
+posterior of the same shapes.
 
 Measured 2026-11-30 on the 2-core dev host under heavy contention (load ~8), D=50, alpha=4,
 2 chains x (300 + 300): second posterior vectorized 3.7 s, parallel 1.8 s, sequential 2.6 s;
@@ -27,35 +31,54 @@ import time
 
 import jax
 import pytest
+from bayesslr.bayes import sampler
 from bayesslr.bayes.model import marginal_model, model_spec
 from bayesslr.bayes.sampler import SamplerOptions, init_params, run_nuts
 from bayesslr.core.task import make_task, sample_task
+from benchutil import cold_jax, ratio, record, stat
 
 D, ALPHA, CHAINS, WARMUP, DRAWS = 50, 4, 2, 300, 300
+SIZES = {"smoke": (20, 50, 50, 1), "default": (D, WARMUP, DRAWS, 2), "paper": (100, 500, 500, 3)}
 
 
-def _setup(seed: int = 0):
+def _setup(seed: int = 0, D: int = D):
     task = make_task("spiked", L=3, nu=2.0, delta=0.01, D=D)
     teacher, data, _ = sample_task(jax.random.key(seed), task, ALPHA * D)
     return task, teacher, data, model_spec(task)
 
 
-def _run(method: str, seed: int):
-    task, teacher, data, spec = _setup(seed)
-    opts = SamplerOptions(chains=CHAINS, warmup=WARMUP, draws=DRAWS, chain_method=method)
+def _run(method: str, seed: int, D: int = D, warmup: int = WARMUP, draws: int = DRAWS):
+    task, teacher, data, spec = _setup(seed, D)
+    opts = SamplerOptions(chains=CHAINS, warmup=warmup, draws=draws, chain_method=method)
     start = init_params(None, "teacher", CHAINS, D, teacher)
     return run_nuts(jax.random.key(seed), spec, data, opts, start=start, init="teacher")
 
 
 @pytest.mark.parametrize("method", ["vectorized", "parallel", "sequential"])
-def test_chain_method(benchmark, method):
-    t0 = time.perf_counter()
-    _run(method, 0)  # compile + first posterior
-    benchmark.extra_info["first_call_s"] = time.perf_counter() - t0
-    res = benchmark.pedantic(_run, args=(method, 1), rounds=2, iterations=1)
+def test_chain_method(benchmark, bench_size, method):
+    D_, warmup, draws, rounds = SIZES[bench_size]
+    benchmark.group = "chain_method"
+    _run(method, 0, D_, warmup, draws)  # compile + first posterior (group compile_nuts)
+    res = benchmark.pedantic(_run, args=(method, 1, D_, warmup, draws), rounds=rounds)
     benchmark.extra_info.update(chain_method_used=res.chain_method,
                                 ess_per_grad=res.ess_per_grad, r_hat_max=res.r_hat_max,
                                 grad_evals=res.grad_evals)
+    record(benchmark, method)
+
+
+def test_first_posterior(benchmark, bench_size):
+    """The first posterior with nothing compiled (vectorized chains; persistent cache off):
+    trace + compile + sampling, against the warm posterior of group ``chain_method``."""
+    D_, warmup, draws, _ = SIZES[bench_size]
+    benchmark.group = "compile_nuts"
+
+    def cold():
+        with cold_jax(sampler._compiled):
+            return _run("vectorized", 1, D_, warmup, draws)
+
+    benchmark.pedantic(cold, rounds=1)
+    ratio(benchmark, "ratio_first_call_over_warm_posterior", stat(benchmark, "self"),
+          stat(benchmark, "vectorized", group="chain_method"))
 
 
 def _mcmc_run(seed: int) -> float:

@@ -26,8 +26,12 @@ the time are in ``benchmarks/README.md`` (section ERM).
 Run: ``.venv/bin/python benchmarks/bench_erm_lam_grid.py [--D 400] [--seeds 4] [--repeats 1]
 [--scaling scalar|block]`` (``--scaling``: the L-BFGS initial inverse Hessian of every fit,
 :data:`bayesslr.erm.lbfgs.DEFAULT_SCALING` by default);
-or ``.venv/bin/python -m pytest benchmarks/bench_erm_lam_grid.py --benchmark-only`` for
-pytest-benchmark timings of the grid and of the ten single fits at ``D = 200``.
+or ``.venv/bin/python -m pytest benchmarks/bench_erm_lam_grid.py --benchmark-only`` for the
+timing suite's group ``erm_lam_grid``: each of the ten single fits (4 seeds each) and the grid,
+with ``ratio_grid_over_slowest_single`` (the figure to keep: the batch cannot finish before its
+slowest member; 1.87 in issue 23's measurement) and ``ratio_grid_over_mean_single`` in the
+grid's ``extra_info`` (sizes: ``smoke`` ``D = 50``, 2 seeds; ``default`` and ``paper``
+``D = 400``, 4 seeds, the script's setting).
 """
 
 # isort: skip_file
@@ -50,6 +54,7 @@ from bayesslr.erm.lbfgs import lbfgs_solve_compact
 from bayesslr.erm.objective import value_and_grad_batch
 from bayesslr.erm.protocol import ERMOptions, _draw_train, _seed_keys, fit_seeds
 from bayesslr.core.task import make_task
+from benchutil import ratio, record, stat
 
 GRID = tuple(float(x) for x in np.logspace(-3, 1, 10))
 OPTS = ERMOptions()
@@ -191,19 +196,43 @@ def compare(D: int = 400, alpha: float = 5.0, n_seeds: int = 4, repeats: int = 1
     return info
 
 
+SIZES = {"smoke": (50, 2, 1), "default": (400, 4, 3), "paper": (400, 4, 3)}
+
+
 @pytest.fixture(scope="module")
-def problem():
-    return _setup(200, 5.0)
+def problem(bench_size):
+    D, n_seeds, rounds = SIZES[bench_size]
+    task, act, n = _setup(D, 5.0)
+    seeds = list(range(n_seeds))
+    fit_grid(task, act, n, seeds)  # compile the batch sizes the grid runs
+    fit_singles(task, act, n, seeds)
+    return task, act, n, seeds, rounds
 
 
-def test_bench_grid(benchmark, problem):
-    fit_grid(*problem, [0, 1, 2, 3])
-    benchmark(fit_grid, *problem, [0, 1, 2, 3])
+@pytest.mark.parametrize("lam", GRID, ids=[f"{x:.3g}" for x in GRID])
+def test_single(benchmark, problem, lam):
+    """One fit at ``lam``, all seeds (as the grid's members fit on their own)."""
+    task, act, n, seeds, rounds = problem
+    benchmark.group = "erm_lam_grid"
+    r = benchmark.pedantic(fit_seeds, args=(task, act, n, seeds, [lam]),
+                           kwargs={"opts": OPTS}, rounds=rounds)
+    benchmark.extra_info["evaluations"] = int(np.sum(r[0].evaluations))
+    record(benchmark, f"single_{lam:.3g}")
 
 
-def test_bench_singles(benchmark, problem):
-    fit_singles(*problem, [0, 1, 2, 3])
-    benchmark(fit_singles, *problem, [0, 1, 2, 3])
+def test_grid(benchmark, problem):
+    """The ten penalties as one shrinking batch per seed, against the single fits."""
+    task, act, n, seeds, rounds = problem
+    benchmark.group = "erm_lam_grid"
+    r = benchmark.pedantic(fit_grid, args=(task, act, n, seeds), rounds=rounds)
+    benchmark.extra_info.update(evaluations_sum=int(np.sum(r[0].evaluations)),
+                                evaluations_max_member=int(np.max(r[0].evaluations)))
+    singles = [stat(benchmark, f"single_{lam:.3g}") for lam in GRID]
+    ok = None not in singles
+    ratio(benchmark, "ratio_grid_over_slowest_single", stat(benchmark, "self"),
+          max(singles) if ok else None)
+    ratio(benchmark, "ratio_grid_over_mean_single", stat(benchmark, "self"),
+          float(np.mean(singles)) if ok else None)
 
 
 if __name__ == "__main__":

@@ -30,9 +30,14 @@ piece is compiled by a first call on the same shapes, timed and printed apart):
   steadier on a shared machine) and ``fit / (eval x evaluations)`` (the solver's own
   overhead).
 
-Run: ``.venv/bin/python benchmarks/bench_erm_paper.py [--sqrtND 1e4] [--alpha 5] [--lam 0.1]``
-(about 4 GB of memory; minutes on two cores). Results and the load at the time are in
-``benchmarks/README.md`` (section ERM).
+Run as part of the timing suite (groups ``erm_fit_vs_floor`` and ``compile_erm``; sizes
+``smoke`` ``sqrt(N D) = 300``, ``default`` 3000, ``paper`` 10^4)::
+
+    .venv/bin/python -m pytest benchmarks/bench_erm_paper.py --benchmark-only [--bench-size paper]
+
+or as a script for the chunk and stream study: ``.venv/bin/python benchmarks/bench_erm_paper.py
+[--sqrtND 1e4] [--alpha 5] [--lam 0.1]`` (about 4 GB of memory at the paper size; minutes on
+two cores). Results and the load at the time are in ``benchmarks/README.md`` (section ERM).
 """
 
 # isort: skip_file
@@ -48,6 +53,7 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from bayesslr.core.activations import get_activation
 from bayesslr.erm import objective as obj
@@ -55,6 +61,7 @@ from bayesslr.erm.lbfgs import lbfgs_solve_compact
 from bayesslr.erm.protocol import ERMOptions, _draw_train, _score, _seed_keys
 from bayesslr.erm.stream import can_stream
 from bayesslr.core.task import make_task
+from benchutil import cold_jax, ratio, record, stat
 
 
 def show(out: dict, key: str) -> None:
@@ -206,6 +213,115 @@ def run(sqrtND: float = 1e4, alpha: float = 5.0, lam: float = 0.1, activation: s
                test_error_stderr=float(e.stderr[0]))
     out["load_end"] = os.getloadavg()[0]
     return out
+
+
+# ------------------------------------------------------------------------------------------
+# the timing suite (pytest-benchmark): group erm_fit_vs_floor, group compile_erm
+# ------------------------------------------------------------------------------------------
+SIZES = {"smoke": {"sqrtND": 300.0, "rounds": 1, "fit_rounds": 1},
+         "default": {"sqrtND": 3000.0, "rounds": 7, "fit_rounds": 3},
+         "paper": {"sqrtND": 1e4, "rounds": 5, "fit_rounds": 2}}
+ALPHA, LAM = 5.0, 0.1
+
+
+@pytest.fixture(scope="module")
+def erm(bench_size):
+    """The paper's ERM problem at this size: data, floor passes, evaluation and fit."""
+    size = SIZES[bench_size]
+    D = int(round(size["sqrtND"] / math.sqrt(ALPHA)))
+    N = int(round(ALPHA * D))
+    task = make_task("spiked", L=3, nu=2.0, delta=0.01, D=D)
+    act = get_activation("softmax")
+    opts = ERMOptions()
+    key = _seed_keys(np.array([0]))[0]
+    flags = (jnp.asarray(True), jnp.asarray(opts.init_noise), jnp.asarray(opts.init_scale))
+    _, data, (k0, v0) = jax.block_until_ready(_draw_train(
+        key, *flags, task=task, n_train=N, restarts=1, stream=can_stream(key, N, task)))
+    X = data.X
+    Xn = np.asarray(X).reshape(-1, D)
+    w2, u2 = jnp.ones((D, 2), X.dtype), jnp.ones(X.shape[:2] + (2,), X.dtype)
+    wn, un = np.ones((D, 2), np.float32), np.ones((Xn.shape[0], 2), np.float32)
+    fe = jax.jit(lambda X, w: jnp.einsum("nld,dp->nlp", X, w))
+    be = jax.jit(lambda X, u: jnp.einsum("nlp,nld->pd", u, X))
+    fm = jax.jit(lambda X, w: X.reshape(-1, X.shape[-1]) @ w)
+    bm = jax.jit(lambda X, u: u.reshape(-1, 2).T @ X.reshape(-1, X.shape[-1]))
+    floors = {"xla_einsum": lambda: jax.block_until_ready((fe(X, w2), be(X, u2))),
+              "xla_matmul": lambda: jax.block_until_ready((fm(X, w2), bm(X, u2))),
+              "numpy_blas": lambda: (Xn @ wn, un.T @ Xn)}
+    for f in floors.values():
+        f()  # compile
+    p0 = {"k": k0, "v": v0, "theta": jnp.zeros((1, act.n_params), X.dtype)}
+    lam1 = jnp.full((1,), LAM, X.dtype)
+    ev = jax.jit(obj.value_and_grad_batch, static_argnames=("act", "chunk", "streams"))
+    rows = obj.chunk_rows(N, 3, D)
+
+    def evaluate():
+        return jax.block_until_ready(ev(act, p0, data, lam1, lam1, chunk=rows))
+
+    def fit(max_iter=opts.max_iter):
+        return jax.block_until_ready(lbfgs_solve_compact(
+            act, p0, data, LAM, LAM, max_iter=max_iter, gtol=opts.gtol, memory=opts.memory))
+
+    evaluate()
+    fit(1)
+    return {"size": size, "D": D, "N": N, "X_GB": X.size * 4 / 1e9, "floors": floors,
+            "evaluate": evaluate, "fit": fit}
+
+
+@pytest.mark.parametrize("form", ["xla_einsum", "xla_matmul", "numpy_blas"])
+def test_floor(benchmark, erm, form):
+    """Two plain passes over ``X`` (forward ``X w`` and backward ``u^T X``, two columns)."""
+    benchmark.group = "erm_fit_vs_floor"
+    benchmark.extra_info.update(D=erm["D"], N=erm["N"], X_GB=erm["X_GB"])
+    benchmark.pedantic(erm["floors"][form], rounds=erm["size"]["rounds"], warmup_rounds=1)
+    record(benchmark, "floor_" + form)
+
+
+def _floor(benchmark) -> float | None:
+    got = [stat(benchmark, "floor_" + f) for f in ("xla_einsum", "xla_matmul", "numpy_blas")]
+    got = [g for g in got if g is not None]
+    return min(got) if got else None
+
+
+def test_evaluation(benchmark, erm):
+    """One objective-and-gradient evaluation (the package default: the whole data)."""
+    benchmark.group = "erm_fit_vs_floor"
+    benchmark.pedantic(erm["evaluate"], rounds=erm["size"]["rounds"], warmup_rounds=1)
+    record(benchmark, "evaluation")
+    ratio(benchmark, "ratio_evaluation_over_floor", stat(benchmark, "self"), _floor(benchmark))
+
+
+def test_fit(benchmark, erm):
+    """The L-BFGS fit (informed start, ``lam = 0.1``) against (floor x its evaluations)."""
+    benchmark.group = "erm_fit_vs_floor"
+    res = benchmark.pedantic(erm["fit"], rounds=erm["size"]["fit_rounds"])
+    evals = int(res.evaluations[0])
+    assert evals >= 1 and np.isfinite(float(res.objective[0]))
+    benchmark.extra_info.update(evaluations=evals, iterations=int(res.iterations[0]),
+                                converged=bool(res.converged[0]))
+    record(benchmark, "fit")
+    floor = _floor(benchmark)
+    ratio(benchmark, "ratio_fit_over_floor_x_evaluations", stat(benchmark, "self"),
+          None if floor is None else floor * evals)
+    ev = stat(benchmark, "evaluation")
+    ratio(benchmark, "ratio_fit_over_evaluation_x_evaluations", stat(benchmark, "self"),
+          None if ev is None else ev * evals)
+
+
+def test_fit_first_call(benchmark, erm):
+    """The fit's first call with nothing compiled (persistent cache off): trace + compile +
+    one L-BFGS iteration, against the warm fit of group ``erm_fit_vs_floor``."""
+    benchmark.group = "compile_erm"
+
+    def cold():
+        with cold_jax():
+            return erm["fit"](1)
+
+    benchmark.pedantic(cold, rounds=1)
+    erm["fit"](1)  # compiled again for whatever runs next
+    record(benchmark, "first_call")
+    ratio(benchmark, "ratio_first_call_over_warm_fit", stat(benchmark, "self"),
+          stat(benchmark, "fit", group="erm_fit_vs_floor"))
 
 
 if __name__ == "__main__":

@@ -36,6 +36,8 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
+from benchutil import ratio, record, stat
 
 import bayesslr  # noqa: F401  (configures JAX)
 from bayesslr.core.activations import get_activation
@@ -192,6 +194,63 @@ def bench_bayes(task, alphas, samples: int) -> float:
               f"{p.uninformed.iterations}")
     print(f"bayes curve (both starts): {len(alphas)} points in {total:.1f} s")
     return total
+
+
+# ------------------------------------------------------------------------------------------
+# the timing suite (pytest-benchmark): group replica_curve
+# ------------------------------------------------------------------------------------------
+SIZES = {"smoke": {"points": 3, "samples": 2000},
+         "default": {"points": 20, "samples": 20_000},
+         "paper": {"points": 20, "samples": 20_000}}
+
+
+@pytest.fixture(scope="module")
+def replica(bench_size):
+    size = SIZES[bench_size]
+    task = make_task("spiked", 3, 2.0, 0.0, 1)
+    alphas = [float(x) for x in np.linspace(1.0, 20.0, size["points"])]
+    opt = ErmTheoryOptions(samples=size["samples"])
+    mid = alphas[len(alphas) // 2]
+
+    def point():
+        return solve_erm(task, "softmax", mid, 0.1, 0.1, opt, start="informed")
+
+    def curve():
+        return continuation(lambda a, x0: solve_erm(task, "softmax", a, 0.1, 0.1, opt,
+                                                    start="informed", x0=x0), alphas, None)
+
+    return {"point": point, "curve": curve, "alphas": alphas, "mid": mid}
+
+
+def test_one_point(benchmark, replica):
+    """One replica point on its own (cold start at the curve's middle ``alpha``); the first
+    call, which compiles, is a warm-up round."""
+    benchmark.group = "replica_curve"
+    r = benchmark.pedantic(replica["point"], rounds=1, warmup_rounds=1)
+    assert r.reached and np.isfinite(r.test_error)
+    benchmark.extra_info.update(alpha=replica["mid"], converged=bool(r.converged),
+                                iterations=r.iterations, update_calls=r.update_calls,
+                                exploring_calls=r.exact_calls)
+    record(benchmark, "point")
+
+
+def test_curve(benchmark, replica):
+    """The whole curve by upward continuation (compiled by the point before)."""
+    benchmark.group = "replica_curve"
+    pts = benchmark.pedantic(replica["curve"], rounds=1)
+    assert len(pts) == len(replica["alphas"]) and all(np.isfinite(p.test_error) for p in pts)
+    benchmark.extra_info.update(
+        points=len(pts), converged=sum(p.converged for p in pts),
+        flagged=sum(p.reached and not p.converged for p in pts),
+        failed=sum(not p.reached for p in pts),
+        iterations=sum(p.iterations for p in pts),
+        update_calls=sum(p.update_calls for p in pts),
+        exploring_calls=sum(p.exact_calls for p in pts),
+        # where the time goes along the curve (the solver's own clock, per point)
+        point_seconds=" ".join(f"{p.runtime_s:.1f}" for p in pts),
+        point_update_calls=" ".join(str(p.update_calls) for p in pts))
+    ratio(benchmark, "ratio_curve_over_point", stat(benchmark, "self"),
+          stat(benchmark, "point"))
 
 
 def main() -> None:

@@ -32,8 +32,8 @@
 from IPython.display import display
 
 from bayesslr.core.extras import install_hint
-from bayesslr.report import show  # first: it silences the kernel's tqdm IProgress warning
 from bayesslr.report import inference as rep
+from bayesslr.report import show  # first: it silences the kernel's tqdm IProgress warning
 from bayesslr.report.figures import NothingToPlot
 
 # %% tags=["parameters"]

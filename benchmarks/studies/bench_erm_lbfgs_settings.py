@@ -19,7 +19,8 @@ the package's) on the same seeds and prints, per setting:
   ``|difference|`` in units of that seed's test-set standard error, and the largest
   ``|mean difference|`` of the seven overlaps in seed-to-seed standard errors.
 
-Run: ``.venv/bin/python benchmarks/bench_erm_lbfgs_settings.py 10:1e-4 30:1e-4 10:1e-4:block``
+Run:
+``.venv/bin/python benchmarks/studies/bench_erm_lbfgs_settings.py 10:1e-4 30:1e-4 10:1e-4:block``
 (``--D``, ``--seeds``; ``--out FILE`` appends one JSON record per setting). Results are in
 ``benchmarks/README.md`` (section ERM).
 """
@@ -41,7 +42,7 @@ from bayesslr.erm import lbfgs
 from bayesslr.erm.lbfgs import DEFAULT_GTOL, DEFAULT_MEMORY
 from bayesslr.erm.protocol import ERMOptions, evaluate_grid, fit_seeds
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # benchmarks/
 from bench_erm_lam_grid import GRID, _setup  # noqa: E402
 
 

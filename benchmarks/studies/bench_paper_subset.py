@@ -3,7 +3,7 @@
 The cost models (``cost(cell, opts)`` of each family's registry entry, summed by
 :func:`bayesslr.sweep.cost.estimate` for ``bayesslr run --dry-run``) give *core-seconds*: the
 process CPU time of a cell (all threads), compilation and the first cell's imports included.
-This script runs the units of a sweep file (default ``benchmarks/paper_subset.toml``: a few
+This script runs the units of a sweep file (default ``benchmarks/studies/paper_subset.toml``: a few
 representative cells of every block of the paper preset) one after another, in this process,
 and appends one JSON line per unit: wall time, process CPU time, the load average before and
 after, the outputs that drive the models (iterations, evaluations, the phases' times) and the
@@ -15,8 +15,9 @@ and the family's median absolute log10 error), from the records of any number of
 unit's model includes the shared work it paid for (an ERM cell with ``lam = "replica"`` whose
 replica point was not cached yet also solves that point).
 
-Run: ``nice -n 10 .venv/bin/python benchmarks/bench_paper_subset.py --out subset.jsonl``, then
-``.venv/bin/python benchmarks/bench_paper_subset.py --report subset.jsonl``. Results are in
+Run: ``nice -n 10 .venv/bin/python benchmarks/studies/bench_paper_subset.py --out subset.jsonl``,
+then
+``.venv/bin/python benchmarks/studies/bench_paper_subset.py --report subset.jsonl``. Results are in
 ``benchmarks/README.md`` (section "Cost model").
 """
 

@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/bench_dataset_layout.py [--preset paper]
+    python benchmarks/studies/bench_dataset_layout.py [--preset paper]
 
 The output keys of each family are taken from one real, tiny cell per family (so they are what
 the methods return today); every cell of the preset then gets a record with those keys and

@@ -1,6 +1,7 @@
 """What makes the NUTS sampler fast, lever by lever (docs/model.md §6). No optional dependency.
 
-Run ``.venv/bin/python benchmarks/bench_sampler_levers.py --part grad,warmup,chains,lowalpha``
+Run
+``.venv/bin/python benchmarks/studies/bench_sampler_levers.py --part grad,warmup,chains,lowalpha``
 (each part prints its own table; ``--seeds`` and ``--alpha`` change the posteriors).
 
 Posterior: spiked, L=3, nu=2, Delta=0.01, D=100 (``--D``), teacher start unless the row says

@@ -1,6 +1,6 @@
 """Benchmark of the inference family: what a gradient evaluation costs in each algorithm.
 
-Run: ``nice -n 10 python benchmarks/bench_inference.py [D] [alpha]`` (default D = 100,
+Run: ``nice -n 10 python benchmarks/studies/bench_inference.py [D] [alpha]`` (default D = 100,
 alpha = 5; spiked SLR, L = 3, nu = 2, Delta = 0.01, seed 0). Prints, measured in one process
 (report ``uptime`` with it; the machine is shared):
 

@@ -9,7 +9,7 @@ from any other start; ``benchmarks/README.md``, section Sampler). Each run is on
 ``bayes_sampling`` cell with ``init = "teacher,random"``; one JSON line per run goes to
 ``--out`` (rerunning skips the runs already there).
 
-Run: ``nice -n 10 .venv/bin/python benchmarks/bench_sampler_starts.py --out starts.jsonl``
+Run: ``nice -n 10 .venv/bin/python benchmarks/studies/bench_sampler_starts.py --out starts.jsonl``
 (defaults: spiked ``L = 3``, ``nu = 2``, ``Delta = 0.01``, ``D = 50``, ``alpha = 3, 5, 8``,
 seeds 0-4, ``adapt = grad, stan``, warm-up and draws 500, 2 chains; ~5 min on two cores).
 """

@@ -13,7 +13,7 @@ and times one evaluation at each batch size (best of 5), so that the grid's cost
 single-member passes: ``grid_passes_equiv = sum_G passes_G x t_G / t_1``. Evaluation counts do
 not depend on the machine's load; the ``t_G / t_1`` ratios do a little.
 
-Run: ``nice -n 10 .venv/bin/python benchmarks/bench_erm_passes.py [--sqrtND 3000]
+Run: ``nice -n 10 .venv/bin/python benchmarks/studies/bench_erm_passes.py [--sqrtND 3000]
 [--alphas 0.5,2,5,20] [--activations softmax,linear]``; one JSON line per setting, appended to
 ``--out``. Results: ``benchmarks/README.md``, section "Cost model".
 """
@@ -27,12 +27,14 @@ import argparse
 import json
 import math
 import os
+import sys
 
 import numpy as np
 
 from bayesslr.erm.protocol import ERMOptions, fit_seeds
 from bayesslr.core.task import make_task
-from bench_erm_lam_grid import eval_times  # the same timing of one shared evaluation
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # benchmarks/
+from bench_erm_lam_grid import eval_times  # noqa: E402  (the same timing of one evaluation)
 
 
 def eval_ratios(task, activation, n, sizes, repeats=5):
