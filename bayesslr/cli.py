@@ -45,7 +45,12 @@ def _root() -> None:
     """Single-location regression: Bayes-optimal sampling vs attention ERM vs theory."""
 
 
-app = build_app()
+def __getattr__(name: str) -> typer.Typer:
+    # ``bayesslr.cli.app``: the command built on first use, so that importing this module
+    # imports no method family (``main`` builds its own, after loading the plugins)
+    if name == "app":
+        return build_app()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _fail(message: str, code: int = EXIT_BAD_INPUT) -> None:
