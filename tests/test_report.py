@@ -655,3 +655,19 @@ def test_figures_draw_what_their_verdicts_compare(tree):
     for ax in fig.axes:
         assert any(ln.get_label().startswith("Bayes risk") and "computed by the report"
                    in ln.get_label() for ln in ax.lines)
+
+
+def test_inference_leaderboard_never_picks_erm_lam_on_the_test_error():
+    """Case 2 in the inference benchmark's tables: a validation-chosen lam is kept; a numeric
+    grid with nothing to choose by keeps every lam as its own entry (it kept the one with the
+    lowest test error)."""
+    from bayesslr.report.inference import SETTING, best_lam
+
+    base = {d: v for d, v in zip(SETTING, ("spiked", "3", 2.0, 0.01, 2.0, 50), strict=True)}
+    rows = [{"algorithm": "erm", "method": "erm:softmax", "lam": lam, "test_error": te,
+             "seed": 0, **base} for lam, te in ((0.1, 0.5), (1.0, 0.4))]
+    out = best_lam(pd.DataFrame(rows))
+    assert sorted(out["algorithm"]) == ["erm (lam=0.1)", "erm (lam=1.0)"]
+    rows.append({**rows[0], "lam": "validation", "test_error": 0.45})
+    out = best_lam(pd.DataFrame(rows))
+    assert out["lam"].tolist() == ["validation"]
