@@ -227,3 +227,27 @@ def test_certificate_is_computed_from_the_file(revision, old_erm, tmp_path, monk
     # the synthetic alpha = 5 sampler cell did not converge (its starts disagree)
     assert bs_["converged"] == pytest.approx(0.5) and bs_["D"] == [50]
     assert cert["certified"] is False  # a non-converged sampler cell is never certified
+
+
+@shipped
+@pytest.mark.slow
+def test_shipped_figures_are_legible_and_titled():
+    """Case 5 on the file itself: every figure drawn from the shipped reference passes the
+    extended legibility check (its R-hat panel had one tick label, its ESS axes fixed decimals
+    over three decades), says 'shipped reference', and draws the non-converged NUTS cells
+    flagged; the finite-sample figure has the Bayes-risk line in every panel."""
+    from bayesslr.report.figures import FIGURES, NothingToPlot, draw, legibility_problems
+
+    tree = reference.load_reference()
+    for name in FIGURES:
+        try:
+            fig = draw(name, tree)
+        except NothingToPlot:
+            continue
+        assert legibility_problems(fig) == [], name
+        assert "(shipped reference)" in fig._suptitle.get_text(), name
+        if name in ("error_vs_alpha", "sampler_diagnostics"):
+            assert "not converged" in fig._suptitle.get_text(), name
+        if name == "error_vs_alpha":
+            for ax in fig.axes:
+                assert any(ln.get_label().startswith("Bayes risk") for ln in ax.lines)

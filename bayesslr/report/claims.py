@@ -684,7 +684,8 @@ def rhat_mc_error(ess_bulk: float, chains: float) -> float:
     chain; so ``sd(R) ~ sqrt(2 / (m - 1)) / (2 ess_c) = m / (sqrt(2 (m - 1)) ess_bulk)``
     (Gelman-Rubin's variance ratio as an F statistic; it is the sd of one parameter's R-hat,
     a lower bound for the largest over parameters, so a verdict using it stays cautious only
-    in the borderline direction)."""
+    in the borderline direction). It is that of chains that mix: the convergence verdict uses
+    it only where the bulk ESS per chain reaches its threshold."""
     m = 2.0 * max(chains, 1.0)
     if not (ess_bulk > 0 and math.isfinite(ess_bulk)):
         return math.nan
@@ -700,7 +701,7 @@ def ess_rel_error(ess: float) -> float:
 
 
 def threshold_check(name: str, value: float, limit: float, se: float, *, upper: bool,
-                    rate: float, unit: str = "") -> tuple[str, str]:
+                    rate: float, unit: str = "", digits: str = "fixed") -> tuple[str, str]:
     """A diagnostic against its threshold: passes when ``value <= limit`` (``upper``) or
     ``value >= limit``; *borderline* (not enough data) when it sits within ``Z`` Monte Carlo
     errors ``se`` of the threshold, saying how many times the draws would decide it (the error
@@ -710,7 +711,9 @@ def threshold_check(name: str, value: float, limit: float, se: float, *, upper: 
         return undecided(f"needs {name} (missing)"), f"{name} missing"
     passed = value <= limit if upper else value >= limit
     op = ("<=" if passed else ">") if upper else (">=" if passed else "<")
-    text = f"{name} {_fixed(value, limit)}{unit} {op} {limit:g}"
+    shown = _fixed(value, limit) if digits == "fixed" else (
+        f"{value:.0f}" if abs(value) >= 10 and round(value) != limit else num(value, limit))
+    text = f"{name} {shown}{unit} {op} {limit:g}"
     d = abs(value - limit)
     if math.isfinite(se) and se > 0 and d <= Z * se:
         more = (Z * se / d) ** (1.0 / rate) if d > 0 else math.inf
@@ -733,13 +736,18 @@ def _fixed(value: float, limit: float) -> str:
 def _convergence_point(r: pd.Series, pre: str = "") -> tuple[str, str]:
     """The convergence checks of one row of :func:`sampler_table` (one cell and start)."""
     chains = r.chains if math.isfinite(r.chains) else 1.0
+    # the R-hat error rule holds for chains that mix (it is that of a converged R-hat): with
+    # fewer effective draws per chain than the ESS threshold, R-hat is compared plainly
+    mixed = r.ess_bulk_min / chains >= ESS_PER_CHAIN_MIN
     checks = [threshold_check("R-hat", r.r_hat_max, RHAT_MAX,
-                              rhat_mc_error(r.ess_bulk_min, chains), upper=True, rate=1.0)]
+                              rhat_mc_error(r.ess_bulk_min, chains) if mixed else math.nan,
+                              upper=True, rate=1.0)]
     for name, col in (("bulk ESS", "ess_bulk_min"), ("tail ESS", "ess_tail_min")):
         per = r[col] / chains
         checks.append(threshold_check(name, per, ESS_PER_CHAIN_MIN,
                                       per * ess_rel_error(r[col]), upper=False, rate=0.5,
-                                      unit=f" per chain ({r[col]:.0f} over {chains:.0f})"))
+                                      unit=f" per chain ({r[col]:.0f} over {chains:.0f})",
+                                      digits="significant"))
     div = r.divergences
     checks.append((HOLDS if div == 0 else FAILS if div > 0 else
                    undecided("needs the divergence count (missing)"),

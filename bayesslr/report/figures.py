@@ -502,7 +502,11 @@ def _with_flags(se: dict[str, np.ndarray] | None, ds: xr.Dataset | None
     return {**se, "flagged": np.asarray(flag.values, bool), "reasons": _why(sub)}
 
 
-def _draw_markers(ax: Axes, ds: xr.Dataset, m: str, theory: xr.Dataset | None = None) -> None:
+def _draw_markers(ax: Axes, ds: xr.Dataset, m: str, theory: xr.Dataset | None = None,
+                  dodge: tuple[int, int, float] | None = None) -> None:
+    """One marker family at every size it ran; ``dodge = (first slot, slots, unit)`` shifts
+    each (method, size) series by ``unit`` along ``alpha`` so that series of a panel with
+    equal values stand side by side (default: 2.5% of ``alpha`` between sizes)."""
     st = style(m)
     sizes = sizes_of(ds, m)
     for i, size in enumerate(sizes):
@@ -521,7 +525,8 @@ def _draw_markers(ax: Axes, ds: xr.Dataset, m: str, theory: xr.Dataset | None = 
                 bad = np.asarray(flag.values, bool) & ok
         rank = (i + 1) / len(sizes)  # smaller sizes lighter and smaller
         lab = _label(m) + (f", {_size_label(size)}" if len(sizes) > 1 or size else "")
-        xj = _xjitter(x, i, len(sizes))
+        xj = (_xjitter(x, i, len(sizes)) if dodge is None
+              else x + dodge[2] * (dodge[0] + i - (dodge[1] - 1) / 2))
         good = ok & ~bad
         if good.any():
             ax.errorbar(xj[good], y[good], yerr=e[good], fmt=st.marker, color=_color(m),
@@ -630,6 +635,14 @@ def error_vs_alpha(results: Results) -> Figure:
     fig, axes = _grid(len(panels), cols=3, width=5.0, height=4.0)
     for ax, (sel, subs, limit) in zip(axes, panels, strict=True):
         theory = select(theory_all, sel) if theory_all is not None else None
+        # every marker series of the panel (method x size) side by side, 1.2% of the alpha
+        # range apart: estimators with equal errors at small alpha would hide each other
+        series = [(f, m) for f, sub in subs.items() for m in methods_of(sub, f)
+                  if f != "theory_bayes" and style(m).kind != "line"]
+        slots = [len(sizes_of(subs[f], m)) for f, m in series]
+        alphas = np.concatenate([np.asarray(sub["alpha"].values, float)
+                                 for sub in subs.values() if "alpha" in sub.dims])
+        unit = 0.012 * float(np.ptp(alphas)) if alphas.size > 1 else 0.0
         for fam, sub in subs.items():
             for m in methods_of(sub, fam):
                 if fam == "theory_bayes":
@@ -639,7 +652,8 @@ def error_vs_alpha(results: Results) -> Figure:
                 elif style(m).kind == "line":
                     _draw_line(ax, sub, m)
                 else:
-                    _draw_markers(ax, sub, m, theory)
+                    k = series.index((fam, m))
+                    _draw_markers(ax, sub, m, theory, (sum(slots[:k]), sum(slots), unit))
         if limit is not None:
             ax.axhline(limit[0], color="k", ls=":", lw=1.2,
                        label="Bayes risk (\u03b1\u2192\u221e, population"
