@@ -213,7 +213,9 @@ def table(work: Path):
     """Fraction of seeds reaching the reference per ``(delta, D, alpha, algorithm)`` with its
     binomial standard error ``sqrt(p (1 - p) / n)``, the same for ``excess <= NEAR`` (0.02), the
     mean excess with its standard error
-    over seeds, and the GAMP - stored reference gap where both exist."""
+    over seeds, and the GAMP - stored reference gap where both exist. Runs whose reference is
+    a GAMP run that did not converge are left out and counted (``no_reference``), as failed
+    runs are (``failed``)."""
     import pandas as pd
 
     every = load_rows(work)
@@ -225,7 +227,17 @@ def table(work: Path):
     rows = [r for r in every if "error" not in r]
     if not rows:
         return pd.DataFrame()
-    df = pd.DataFrame(rows)
+    # a GAMP run that did not converge is no reference: its cells are counted apart
+    bad_gamp = {(r["delta"], r["D"], r["alpha"], r["seed"]) for r in rows
+                if r["what"] == "gamp" and not r.get("gamp_converged", False)}
+    no_ref: dict[tuple, int] = {}
+    for r in rows:
+        if r["what"] != "gamp" and r.get("reference") == "gamp" and (
+                r["delta"], r["D"], r["alpha"], r["seed"]) in bad_gamp:
+            k = (r["delta"], r["D"], r["alpha"], r["what"])
+            no_ref[k] = no_ref.get(k, 0) + 1
+            r["_drop"] = True
+    df = pd.DataFrame([r for r in rows if not r.get("_drop")])
     out = []
     alg = df[df["what"] != "gamp"]
     for key, g in alg.groupby(["delta", "D", "alpha", "what"]):
@@ -242,8 +254,10 @@ def table(work: Path):
                         g["excess_stderr"].iloc[0]),
                     "reference": ",".join(sorted(set(g["reference"]))),
                     "grad_evals": float(g["grad_evals"].mean()),
-                    "run_s": float(g["run_s"].mean()), "failed": failed.get(key, 0)})
-    gam = df[(df["what"] == "gamp") & df.get("stored_reference", False).astype(bool)]
+                    "run_s": float(g["run_s"].mean()), "failed": failed.get(key, 0),
+                    "no_reference": no_ref.get(key, 0)})
+    gam = df[(df["what"] == "gamp") & df.get("stored_reference", False).astype(bool)
+             & df.get("gamp_converged", False).astype(bool)]
     for key, g in gam.groupby(["delta", "D", "alpha"]):
         x = g["gamp_minus_reference"].astype(float)
         n = len(g)
