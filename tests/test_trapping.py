@@ -36,8 +36,14 @@ def test_table_reduces_seeds_with_their_standard_errors(tmp_path):
         _write(tmp_path, **base, seed=s, what="smc-prior", reaches=reach, excess=ex,
                excess_stderr=0.01, reference="gamp", grad_evals=990, run_s=1.0)
         _write(tmp_path, **{**base, "budget": 0}, seed=s, what="gamp", stored_reference=True,
+               gamp_converged=True,
                gamp_minus_reference=0.001 * s, gamp_minus_reference_stderr=0.0005)
     _write(tmp_path, **base, seed=9, what="smc-prior", error="RuntimeError: boom")
+    # a seed whose GAMP reference did not converge (it blew up): no reference, counted apart
+    _write(tmp_path, **{**base, "budget": 0}, seed=5, what="gamp", gamp_converged=False,
+           stored_reference=False, test_error=1e9)
+    _write(tmp_path, **base, seed=5, what="smc-prior", reaches=True, excess=-1e9,
+           excess_stderr=1.0, reference="gamp", grad_evals=990, run_s=1.0)
     t = tr.table(tmp_path)
     row = t[t["algorithm"] == "smc-prior"].iloc[0]
     assert row["seeds"] == 3 and row["seed_list"] == "0,1,2"
@@ -50,3 +56,4 @@ def test_table_reduces_seeds_with_their_standard_errors(tmp_path):
     gap = t[t["algorithm"] == "gamp - stored reference"].iloc[0]
     assert gap["excess_mean"] == pytest.approx(0.001)
     assert row["failed"] == 1  # a failed run is counted apart, not as a seed
+    assert row["no_reference"] == 1

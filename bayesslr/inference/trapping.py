@@ -46,6 +46,10 @@ SETTINGS: dict[float, tuple[float, ...]] = {0.01: (1.2, 2.0, 5.0), 1e-4: (1.2, 2
 DS: tuple[int, ...] = (25, 50, 100, 200, 400)
 SEEDS: tuple[int, ...] = (0, 1, 2)
 N_TEST = 4000
+# the practical criterion of docs/inference.md ("within 0.02 of the Bayes-optimal error"):
+# trapped runs sit 0.04-1 above; a predictor of few draws (SMC's ~30 particles at 1e5) carries
+# a finite-draw bias of ~c/S that the 3-standard-error rule of reaches_reference does not allow
+NEAR = 0.02
 
 
 def plan(budget: int, seeds=SEEDS, Ds=DS) -> list[dict[str, Any]]:
@@ -207,8 +211,11 @@ def load_rows(work: Path) -> list[dict[str, Any]]:
 
 def table(work: Path):
     """Fraction of seeds reaching the reference per ``(delta, D, alpha, algorithm)`` with its
-    binomial standard error ``sqrt(p (1 - p) / n)``, the mean excess with its standard error
-    over seeds, and the GAMP - stored reference gap where both exist."""
+    binomial standard error ``sqrt(p (1 - p) / n)``, the same for ``excess <= NEAR`` (0.02), the
+    mean excess with its standard error
+    over seeds, and the GAMP - stored reference gap where both exist. Runs whose reference is
+    a GAMP run that did not converge are left out and counted (``no_reference``), as failed
+    runs are (``failed``)."""
     import pandas as pd
 
     every = load_rows(work)
@@ -220,23 +227,37 @@ def table(work: Path):
     rows = [r for r in every if "error" not in r]
     if not rows:
         return pd.DataFrame()
-    df = pd.DataFrame(rows)
+    # a GAMP run that did not converge is no reference: its cells are counted apart
+    bad_gamp = {(r["delta"], r["D"], r["alpha"], r["seed"]) for r in rows
+                if r["what"] == "gamp" and not r.get("gamp_converged", False)}
+    no_ref: dict[tuple, int] = {}
+    for r in rows:
+        if r["what"] != "gamp" and r.get("reference") == "gamp" and (
+                r["delta"], r["D"], r["alpha"], r["seed"]) in bad_gamp:
+            k = (r["delta"], r["D"], r["alpha"], r["what"])
+            no_ref[k] = no_ref.get(k, 0) + 1
+            r["_drop"] = True
+    df = pd.DataFrame([r for r in rows if not r.get("_drop")])
     out = []
     alg = df[df["what"] != "gamp"]
     for key, g in alg.groupby(["delta", "D", "alpha", "what"]):
         n = len(g)
         p = float(g["reaches"].astype(bool).mean())
         ex = g["excess"].astype(float)
+        q = float((ex <= NEAR).mean())
         out.append({"delta": key[0], "D": key[1], "alpha": key[2], "algorithm": key[3],
                     "seeds": n, "seed_list": ",".join(str(s) for s in sorted(g["seed"])),
                     "reach_fraction": p, "reach_se": math.sqrt(p * (1 - p) / n),
+                    "near_fraction": q, "near_se": math.sqrt(q * (1 - q) / n),
                     "excess_mean": float(ex.mean()),
                     "excess_se": float(ex.std(ddof=1) / math.sqrt(n)) if n > 1 else float(
                         g["excess_stderr"].iloc[0]),
                     "reference": ",".join(sorted(set(g["reference"]))),
                     "grad_evals": float(g["grad_evals"].mean()),
-                    "run_s": float(g["run_s"].mean()), "failed": failed.get(key, 0)})
-    gam = df[(df["what"] == "gamp") & df.get("stored_reference", False).astype(bool)]
+                    "run_s": float(g["run_s"].mean()), "failed": failed.get(key, 0),
+                    "no_reference": no_ref.get(key, 0)})
+    gam = df[(df["what"] == "gamp") & df.get("stored_reference", False).astype(bool)
+             & df.get("gamp_converged", False).astype(bool)]
     for key, g in gam.groupby(["delta", "D", "alpha"]):
         x = g["gamp_minus_reference"].astype(float)
         n = len(g)
@@ -255,29 +276,37 @@ def figure(work: Path):
     ``(Delta, alpha)``, a line per algorithm (error bars: binomial standard errors); the state
     evolution's hard window is at ``Delta = 1e-4``, ``alpha`` 1.175 - 1.225 (docs)."""
     from matplotlib.figure import Figure
+    from matplotlib.ticker import NullFormatter
 
     t = table(work)
     t = t[t["algorithm"].isin(ALGOS)]
     panels = sorted({(d, a) for d, a in zip(t["delta"], t["alpha"], strict=True)},
                     key=lambda p: (-p[0], p[1]))
-    fig = Figure(figsize=(3.6 * max(len(panels), 1), 3.2), layout="constrained")
-    axes = fig.subplots(1, max(len(panels), 1), squeeze=False).ravel()
-    for ax, (d, a) in zip(axes, panels, strict=False):
+    fig = Figure(figsize=(3.4 * max(len(panels), 1), 5.6), layout="constrained")
+    axes = fig.subplots(2, max(len(panels), 1), squeeze=False)
+    for j, (d, a) in enumerate(panels):
         sub = t[(t["delta"] == d) & (t["alpha"] == a)]
-        for i, alg in enumerate(ALGOS):
-            g = sub[sub["algorithm"] == alg].sort_values("D")
-            if g.empty:
-                continue
-            ax.errorbar(g["D"] * (1 + 0.03 * (i - 1)), g["reach_fraction"], yerr=g["reach_se"],
-                        marker="o", ms=4, capsize=2, label=f"{alg} ({int(g['seeds'].min())}"
-                        f"-{int(g['seeds'].max())} seeds)")
-        ax.set_xscale("log")
-        ax.set_ylim(-0.05, 1.05)
-        hard = " (SE hard window)" if d == 1e-4 and 1.175 <= a <= 1.225 else ""
-        ax.set_title(f"Delta={d:g}, alpha={a:g}{hard}", fontsize=8)
-        ax.set_xlabel("D")
-        ax.set_ylabel("fraction of seeds reaching the reference")
-        ax.legend(fontsize=6)
+        for row, (col, what) in enumerate((("reach", "reach the reference (3 se)"),
+                                           ("near", f"excess <= {NEAR:g}"))):
+            ax = axes[row, j]
+            for i, alg in enumerate(ALGOS):
+                g = sub[sub["algorithm"] == alg].sort_values("D")
+                if g.empty:
+                    continue
+                ax.errorbar(g["D"] * (1 + 0.04 * (i - 1)), g[f"{col}_fraction"],
+                            yerr=g[f"{col}_se"], marker="o", ms=4, capsize=2,
+                            label=f"{alg} ({int(g['seeds'].min())}-{int(g['seeds'].max())} "
+                                  "seeds)")
+            ax.set_xscale("log")
+            ax.set_xlim(min(DS) / 1.3, max(DS) * 1.3)
+            ax.set_xticks(list(DS), [str(x) for x in DS])
+            ax.xaxis.set_minor_formatter(NullFormatter())
+            ax.set_ylim(-0.05, 1.05)
+            hard = "\n(SE hard window)" if d == 1e-4 and 1.175 <= a <= 1.225 else ""
+            ax.set_title(f"Delta={d:g}, alpha={a:g}{hard}", fontsize=8)
+            ax.set_xlabel("D")
+            ax.set_ylabel(f"fraction of seeds: {what}", fontsize=7)
+            ax.legend(fontsize=5)
     fig.suptitle("Trapping map: uninformed samplers at 1e5 gradients, spiked L=3, nu=2",
                  fontsize=9)
     return fig
