@@ -71,10 +71,15 @@ def _draw(ax, s: Study, color: str) -> None:
     y = np.array([p.mean for p in s.points])
     e = np.array([p.se if math.isfinite(p.se) else 0.0 for p in s.points])
     flagged = np.array([p.unconverged > 0 for p in s.points])
-    for mask, face, suffix in ((~flagged, color, ""), (flagged, "white", ", not converged")):
+    single = np.array([p.n < 2 for p in s.points])
+    for mask, face, suffix in ((~flagged & ~single, color, ""),
+                               (flagged & ~single, "white", ", not converged")):
         if mask.any():
             ax.errorbar(x[mask], y[mask], e[mask], fmt="o", color=color, mfc=face, ms=5,
                         capsize=2, label=f"{lam}: seed mean +- se{suffix}")
+    if single.any():
+        ax.plot(x[single], y[single], "x", color=color, ms=6,
+                label=f"{lam}: one seed (no se, not fitted)")
     if s.fit is not None:
         xs = np.linspace(0.0, x.max(), 50)
         ax.plot(xs, s.fit.e_inf + s.fit.b * xs, "-", color=color, lw=1, alpha=0.8)
