@@ -127,6 +127,8 @@ def _tree(e_inf: float = 0.575, theory: float = 0.575, seeds: int = 8) -> xr.Dat
     erm = xr.Dataset({
         "test_error": (dims, err.reshape(shape)),
         "objective": (dims, (0.106 + 0.1 * (err - e_inf)).reshape(shape)),
+        "excess_over_oracle": (dims, (err - 0.35 + 0.02 * rng.normal(size=err.shape)
+                                      ).reshape(shape)),
         "converged": (dims, np.ones(shape)),
         "replica_test_error": (dims, np.full(shape, theory)),
         "replica_test_error_stderr": (dims, np.full(shape, 0.008)),
@@ -166,7 +168,7 @@ def test_studies_from_a_results_tree():
     """The analysis reads the groups as the runner writes them: sizes from sqrtND and alpha,
     the fixed-lam theory from theory_erm (the right alpha), the replica-lam theory from the
     cells, NUTS against state evolution minus the Bayes population risk."""
-    studies = erm_studies(_tree())
+    studies = [s for s in erm_studies(_tree()) if s.quantity == "test_error"]
     by_lam = {s.lam: s for s in studies}
     assert set(by_lam) == {"0.1", "replica"}
     fixed = by_lam["0.1"]
@@ -176,12 +178,16 @@ def test_studies_from_a_results_tree():
     assert by_lam["replica"].theory == 0.575 and by_lam["replica"].extra["lam used"] == "0.2"
     assert all(s.status == "holds" for s in studies)
     assert not fixed.design_met and "paper's size" in fixed.needs
-    far = erm_studies(_tree(theory=0.7))
+    far = [s for s in erm_studies(_tree(theory=0.7)) if s.quantity == "test_error"]
     assert all(s.status == "does not hold" for s in far)
+    excess = [s for s in erm_studies(_tree()) if s.quantity == "excess_over_oracle"]
+    assert [s.lam for s in excess] == ["0.1", "replica"]
+    assert all(math.isclose(s.theory, 0.575 - 0.35) for s in excess)
+    assert all(math.isclose(s.theory_se, math.hypot(0.008, 0.001)) for s in excess)
     (nuts,) = nuts_studies(_tree())
     assert math.isclose(nuts.theory, 0.1) and nuts.status == "holds"
     assert math.isclose(nuts.theory_se, math.hypot(0.002, 0.001))
-    assert len(finite_size_studies(_tree())) == 3
+    assert len(finite_size_studies(_tree())) == 5
 
 
 def test_report_draws_the_study(tmp_path):

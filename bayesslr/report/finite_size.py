@@ -1,14 +1,15 @@
 """The finite-size figure and verdicts (docs/finite-size.md; the analysis is
 :mod:`bayesslr.results.finite_size`).
 
-One panel per setting and estimator: the per-size seed means against ``1/D`` with their standard
-errors, the fitted line ``e_inf + b/D`` down to ``1/D = 0``, the extrapolated ``e_inf`` with its
-error bar (a diamond at ``1/D = 0``), and the theory as a dashed line with its one-standard-error
-band, one colour per ``lam``. A size where some seed's fit or chains did not converge is drawn
-hollow (and counted in the verdict's evidence); a study whose ``e_inf`` misses its theory says
-so in its legend entry (``[does not hold]``). :func:`write_figures` writes ``finite_size.<fmt>``
-and :func:`verdict_lines` the ``# finite-size`` section of ``verdicts.txt``; both do nothing on
-results without a study (no estimator at three sizes or more).
+One panel per setting, estimator and quantity: the per-size seed means against ``1/D`` with
+their standard errors, the fitted line ``e_inf + b/D`` down to ``1/D = 0``, the extrapolated
+``e_inf`` with its error bar (a diamond at ``1/D = 0``), and the theory as a dashed line with
+its one-standard-error band, one colour per ``lam``. A size where some seed's fit or chains
+did not converge is drawn hollow (and counted in the verdict's evidence); a study whose
+``e_inf`` misses its theory says so in its legend entry (``[does not hold]``).
+:func:`write_figures` writes ``finite_size.<fmt>`` and :func:`verdict_lines` the
+``# finite-size`` section of ``verdicts.txt``; both do nothing on results without a study (no
+estimator at three sizes or more).
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ THEME = "finite-size"
 COLORS = ("C0", "C3", "C2", "C1", "C4", "C5")
 
 
-def _panel_key(s: Study) -> tuple[str, str]:
-    return s.setting, s.estimator
+def _panel_key(s: Study) -> tuple[str, str, str]:
+    return s.setting, s.estimator, s.quantity
 
 
 def figure(studies: Sequence[Study]):
@@ -38,7 +39,7 @@ def figure(studies: Sequence[Study]):
     studies = [s for s in studies if s.points]
     if not studies:
         raise ValueError("no finite-size study to draw")
-    panels: dict[tuple[str, str], list[Study]] = {}
+    panels: dict[tuple[str, str, str], list[Study]] = {}
     for s in studies:
         panels.setdefault(_panel_key(s), []).append(s)
     n = len(panels)
@@ -46,7 +47,7 @@ def figure(studies: Sequence[Study]):
     nrows = math.ceil(n / ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(6.4 * ncols, 4.2 * nrows), squeeze=False,
                              constrained_layout=True)
-    for ax, ((setting, estimator), group) in zip(axes.flat, panels.items(), strict=False):
+    for ax, ((setting, estimator, _), group) in zip(axes.flat, panels.items(), strict=False):
         xmax = 0.0
         for color, s in zip(COLORS * 4, group, strict=False):
             _draw(ax, s, color)
@@ -70,10 +71,15 @@ def _draw(ax, s: Study, color: str) -> None:
     y = np.array([p.mean for p in s.points])
     e = np.array([p.se if math.isfinite(p.se) else 0.0 for p in s.points])
     flagged = np.array([p.unconverged > 0 for p in s.points])
-    for mask, face, suffix in ((~flagged, color, ""), (flagged, "white", ", not converged")):
+    single = np.array([p.n < 2 for p in s.points])
+    for mask, face, suffix in ((~flagged & ~single, color, ""),
+                               (flagged & ~single, "white", ", not converged")):
         if mask.any():
             ax.errorbar(x[mask], y[mask], e[mask], fmt="o", color=color, mfc=face, ms=5,
                         capsize=2, label=f"{lam}: seed mean +- se{suffix}")
+    if single.any():
+        ax.plot(x[single], y[single], "x", color=color, ms=6,
+                label=f"{lam}: one seed (no se, not fitted)")
     if s.fit is not None:
         xs = np.linspace(0.0, x.max(), 50)
         ax.plot(xs, s.fit.e_inf + s.fit.b * xs, "-", color=color, lw=1, alpha=0.8)

@@ -480,14 +480,19 @@ def _lam_float(lam: object) -> float | None:
 def erm_studies(tree: xr.DataTree, *, min_sizes: int = MIN_SIZES) -> list[Study]:
     """One study per (setting, ERM activation, ``lam``) with at least ``min_sizes`` sizes:
     ``test_error`` against the replica's (``theory_erm`` at a fixed ``lam``; the cells'
-    ``replica_test_error`` at ``lam = "replica"``)."""
+    ``replica_test_error`` at ``lam = "replica"``); and, where the results hold the Bayes
+    population risk of the task (``population:bayes``), a second one on the paired
+    ``excess_over_oracle`` against the replica's test error less that risk (the oracle's
+    error in the limit): the same question with the teacher-norm noise cancelled."""
     ds = _group(tree, "erm")
     if ds is None:
         return []
     df = _sizes(_frame(ds, ["test_error", "converged", "objective", "replica_test_error",
-                            "replica_test_error_stderr", "lam_used"]))
+                            "replica_test_error_stderr", "lam_used", "excess_over_oracle"]))
     th = _group(tree, "theory_erm")
     thdf = _frame(th, ["test_error", "stderr", "objective"]) if th is not None else None
+    pop_ds = _group(tree, "population")
+    popdf = _frame(pop_ds, ["test_error", "stderr"]) if pop_ds is not None else None
     keys = ["method", "variant", "L", "nu", "delta", "alpha", "lam"]
     out = []
     for key, g in df.groupby([k for k in keys if k in df], sort=False):
@@ -527,6 +532,16 @@ def erm_studies(tree: xr.DataTree, *, min_sizes: int = MIN_SIZES) -> list[Study]
         out.append(make_study(setting, str(kv["method"]), lam, "test_error",
                               "the replica line", size_points(g, "test_error"), theory,
                               theory_se, extra))
+        pop, pop_se = _theory_value(popdf, method="population:bayes", variant=kv["variant"],
+                                    L=kv["L"], nu=float(kv["nu"]))
+        if "excess_over_oracle" in g and math.isfinite(pop):
+            out.append(make_study(
+                setting, str(kv["method"]), lam, "excess_over_oracle",
+                "the replica line less the Bayes population risk",
+                size_points(g, "excess_over_oracle"), theory - pop,
+                math.hypot(theory_se, pop_se if math.isfinite(pop_se) else 0.0),
+                {"theory parts": f"replica {pm(theory, theory_se)} - Bayes population "
+                                 f"{pm(pop, pop_se)}"}))
     return out
 
 
