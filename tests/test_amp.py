@@ -17,7 +17,6 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import run_cli
 
 from bayesslr.amp import (
     GampOptions,
@@ -32,6 +31,7 @@ from bayesslr.core import metrics
 from bayesslr.core.task import ConfigError, make_task, sample_task
 from bayesslr.registry import Cell, run_cell
 from bayesslr.theory import bayes as tb
+from conftest import run_cli
 
 
 # ----------------------------------------------------------------------------------------------

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 import xarray as xr
-from conftest import run_cli
 
 import bayesslr
 from bayesslr.sweep.config import parse_config
 from bayesslr.sweep.runner import run_sweep
+from conftest import run_cli
 
 REPO = Path(__file__).resolve().parent.parent
 PUBLIC = [n for n in bayesslr.__all__ if n != "__version__"]

@@ -17,7 +17,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import run_cli
 
 from bayesslr.bayes import arviz_adapter
 from bayesslr.bayes.model import log_lik_samples, model_spec, token_log_weights
@@ -27,6 +26,7 @@ from bayesslr.cli import main
 from bayesslr.core.metrics import test_errors as excess_errors
 from bayesslr.core.task import Teacher, make_task, sample_data, sample_task
 from bayesslr.population.method import bayes_risk
+from conftest import run_cli
 
 # data in one compiled call per shape (eager generation compiles op by op)
 sample_task = jax.jit(sample_task, static_argnums=(1, 2, 3))

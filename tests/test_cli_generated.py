@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 import typer
-from conftest import run_cli
 
 from bayesslr.cli import build_app
 from bayesslr.commands.common import emit, plural
@@ -18,6 +17,7 @@ from bayesslr.commands.run import law_text
 from bayesslr.core.lam import parse_lam
 from bayesslr.core.task import ConfigError
 from bayesslr.registry import families
+from conftest import run_cli
 
 PLUGIN = str(Path(__file__).resolve().parent / "sweep_plugin.py")
 

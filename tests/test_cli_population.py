@@ -7,10 +7,10 @@ import subprocess
 import sys
 
 import pytest
-from conftest import run_cli
 
 from bayesslr.core.task import make_task
 from bayesslr.population.method import linear_spiked_closed_form
+from conftest import run_cli
 
 
 def _run(argv, capsys):

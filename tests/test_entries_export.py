@@ -9,12 +9,12 @@ import math
 import jax
 import numpy as np
 import pytest
-from conftest import run_cli
 
 import bayesslr as bs
 from bayesslr.core.task import ConfigError
 from bayesslr.inference import entry, write_entry
 from bayesslr.report import inference as rep
+from conftest import run_cli
 
 NAME = "slr_spiked_L3_nu2_delta0.01-D50_alpha5_seed0"
 

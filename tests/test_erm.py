@@ -13,7 +13,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import run_cli
 
 from bayesslr.core.activations import get_activation
 from bayesslr.core.task import OVERLAP_NAMES, ConfigError, Data, make_task, sample_task
@@ -21,6 +20,7 @@ from bayesslr.erm import ERMOptions, fit_seeds, gd_trajectory, run_erm_protocol,
 from bayesslr.erm import protocol as P
 from bayesslr.erm.objective import objective as _objective
 from bayesslr.registry import Cell, run_cell
+from conftest import run_cli
 
 D, N, SEEDS = 32, 160, (0, 1)
 GRID = (0.01, 0.1, 1.0)

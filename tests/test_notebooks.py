@@ -14,7 +14,6 @@ import re
 
 import pytest
 import xarray as xr
-from conftest import run_cli
 from test_report import equal_sides
 
 from bayesslr.report.claims import CLAIMS, STATUSES
@@ -22,6 +21,7 @@ from bayesslr.report.figures import THEMES
 from bayesslr.report.notebooks import ORDER, VERDICT, find_notebooks
 from bayesslr.sweep.config import parse_config
 from bayesslr.sweep.runner import run_sweep
+from conftest import run_cli
 
 pytestmark = pytest.mark.slow
 

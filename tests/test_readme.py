@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from conftest import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]

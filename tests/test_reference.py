@@ -9,13 +9,13 @@ import math
 
 import pytest
 import xarray as xr
-from conftest import run_cli
 from test_report import synthetic
 
 import bayesslr
 from bayesslr.core.task import ConfigError
 from bayesslr.report import show
 from bayesslr.results import reference
+from conftest import run_cli
 
 
 @pytest.fixture(scope="module")

@@ -8,10 +8,10 @@ from __future__ import annotations
 import resource
 
 import pytest
-from conftest import run_cli
 
 from bayesslr.core.task import ConfigError
 from bayesslr.registry import Cell, families, memory_limit, validate_cell
+from conftest import run_cli
 
 HUGE = [
     (["population", "--L", "1000000000"], "needs about"),

@@ -30,7 +30,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
-from conftest import run_cli
 
 from bayesslr.core.task import ConfigError, LengthLaw
 from bayesslr.sweep.config import cell_key, load_config, parse_config
@@ -45,6 +44,7 @@ from bayesslr.sweep.storage import (
     _tmp_path,
     read_cell_file,
 )
+from conftest import run_cli
 
 PLUGIN = str(Path(__file__).resolve().parent / "sweep_plugin.py")
 REPO = Path(__file__).resolve().parent.parent

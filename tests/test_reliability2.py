@@ -30,13 +30,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
-from conftest import run_cli
 
 from bayesslr.core.task import ConfigError
 from bayesslr.registry import Cell, run_unit
 from bayesslr.sweep.config import parse_config
 from bayesslr.sweep.executors import load_plugins
 from bayesslr.sweep.storage import CellRecord, ResultStore
+from conftest import run_cli
 
 PLUGIN = str(Path(__file__).resolve().parent / "sweep_plugin.py")
 REPO = Path(__file__).resolve().parent.parent

@@ -17,7 +17,6 @@ import numpy as np
 import pandas as pd
 import pytest
 import xarray as xr
-from conftest import run_cli
 from matplotlib.figure import Figure
 
 from bayesslr.registry import Cell, get_method
@@ -26,6 +25,7 @@ from bayesslr.report import claims as C
 from bayesslr.report.figures import legibility_problems, sizes_of
 from bayesslr.sweep.dataset import family_dataset
 from bayesslr.sweep.storage import CellRecord, normalize_outputs
+from conftest import run_cli
 
 SE = 0.002  # the synthetic standard error of every population point
 
@@ -518,11 +518,11 @@ def test_trapping_claim_judged_on_the_stored_tasks(tree):
     """Case 6: the trapping claim states where it was checked and is judged on the stored tasks
     of the inference reference too (random-start NUTS trapped on most of them, also where the
     state evolution has no hard phase), not only at the sweep's one setting."""
-    from bayesslr.inference.reference import load_reference
+    from bayesslr.inference.ground_truth import load_inference_reference
 
     v = _status(C.sampler_claims(tree), "at the settings and stored tasks checked")
     assert v.evidence.startswith("checked at ")
-    if load_reference() is not None:
+    if load_inference_reference() is not None:
         stored = [t for _, t in v.points if t.startswith("stored task")]
         assert len(stored) >= 10
         # alpha = 5, Delta = 0.01 is in the synthetic state evolution (no hard phase there)
