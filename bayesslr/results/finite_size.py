@@ -326,6 +326,10 @@ class Study:
                + (f", p={f.p_value:.2g}" if math.isfinite(f.p_value) else "") + f"; {sizes}; "
                f"se at D={u[-1].D}: {u[-1].se:.3g}) vs theory {pm(self.theory, self.theory_se)}: "
                f"{self.distance:.2g} combined se (threshold {self.z:.2g})")
+        if self.z != Z and math.isfinite(self.distance):
+            # the fixed large-sample rule beside the small-sample one, so neither is hidden
+            fixed = "holds" if self.distance <= Z else "does not hold"
+            txt += f" [at the fixed {Z:g}-se rule: {fixed}]"
         if self.exponent is not None:
             p, lo, hi = self.exponent
             txt += f"; free exponent p={p:.2g} [{lo:.2g}, {hi:.2g}]"
