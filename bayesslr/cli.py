@@ -26,13 +26,22 @@ from bayesslr.registry import families
 HELP = "Single-location regression: Bayes-optimal sampling vs attention ERM vs theory."
 
 
+def _plain_argument_help() -> None:
+    """Typer prints an argument's Python type beside its name (``[FAMILY] <str>``); our
+    arguments carry a metavar that says what they take, so the type is left out."""
+    from typer.core import TyperArgument
+
+    TyperArgument.display_type_rich = lambda self, ctx: None  # type: ignore[method-assign]
+
+
 def build_app() -> typer.Typer:
     """The command: the registry's families (plugins of ``$BAYESSLR_PLUGINS`` loaded first)."""
     from bayesslr.sweep.executors import load_plugins, plugin_names
 
     load_plugins(plugin_names())
     cli = typer.Typer(name="bayesslr", help=HELP, no_args_is_help=True, add_completion=False,
-                      pretty_exceptions_enable=False)
+                      pretty_exceptions_enable=False, rich_markup_mode=None)
+    _plain_argument_help()
     cli.callback()(_root)
     family.add_family_verbs(cli, families())
     run.add_sweep_verbs(cli)

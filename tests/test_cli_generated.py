@@ -183,3 +183,23 @@ def test_inference_verb_runs_an_algorithm_from_the_table(capsys):
     res = json.loads(out)
     assert res["algorithm"] == "map" and res["budget"] == 1000.0 and res["D"] == 6
     assert math.isfinite(res["test_error"])
+
+
+def test_rendered_help_has_no_type_names_and_wraps_at_words(capsys):
+    """Issue 21, case 8: the help a user reads (top level and every verb) shows no ``<bool>``
+    or ``<str>`` placeholder (the rich panels printed one for ``--help`` itself) and breaks
+    lines between words, never inside one."""
+    import re
+
+    verbs = ["", *sorted(_verbs(build_app()))]
+    for verb in verbs:
+        code, out, _ = run_cli([*verb.split(), "--help"] if verb else ["--help"], capsys)
+        assert code == 0, verb
+        assert "<bool>" not in out and "<str>" not in out, verb
+        words = set(re.findall(r"[A-Za-z]{4,}", out))
+        for line in out.splitlines():
+            m = re.search(r"([A-Za-z]+)$", line.rstrip())
+            nxt = out.splitlines()[out.splitlines().index(line) + 1:][:1]
+            if m and nxt and re.match(r"\s+([a-z]+)", nxt[0]):
+                joined = m.group(1) + re.match(r"\s+([a-z]+)", nxt[0]).group(1)
+                assert joined not in words or len(m.group(1)) < 2, (verb, line)

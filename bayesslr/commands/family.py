@@ -198,7 +198,8 @@ def add_family_verbs(app: typer.Typer, specs: Mapping[str, MethodSpec]) -> None:
         group = groups.get(words[0])
         if group is None:
             group = groups[words[0]] = typer.Typer(name=words[0], no_args_is_help=True,
-                                                   help=spec.face.group_help)
+                                                   help=spec.face.group_help,
+                                                   rich_markup_mode=None)
             app.add_typer(group, name=words[0])
         group.command(words[1])(make_verb(spec))
 

@@ -51,16 +51,20 @@ def load_draws(path: Path) -> dict[str, np.ndarray]:
 
 
 def score_draws_cmd(
-    target: str = typer.Argument(..., help="Target name (bayesslr.targets() lists them)."),
-    draws: Path = typer.Argument(..., help="Draws: .npz with k, v or an ArviZ .nc file."),
-    name: str = typer.Option(None, help="Entrant name (needed with --out)."),
-    cost: str = typer.Option(None, help="What the draws cost, in --cost-unit (with --out)."),
-    cost_unit: str = typer.Option("gradient evaluations",
+    target: str = typer.Argument(..., metavar="TARGET",
+                                 help="Target name (bayesslr.targets() lists them)."),
+    draws: Path = typer.Argument(..., metavar="DRAWS",
+                                 help="Draws: .npz with k, v or an ArviZ .nc file."),
+    name: str = typer.Option(None, metavar="NAME", help="Entrant name (needed with --out)."),
+    cost: str = typer.Option(None, metavar="FLOAT",
+                             help="What the draws cost, in --cost-unit (with --out)."),
+    cost_unit: str = typer.Option("gradient evaluations", metavar="TEXT",
                                   help="Unit of --cost (the benchmark's: gradient "
                                        "evaluations)."),
-    note: str = typer.Option("", help="Free text stored with the entry."),
-    out: Path = typer.Option(None, help="Results directory: write the entry into OUT/entries."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    note: str = typer.Option("", metavar="TEXT", help="Free text stored with the entry."),
+    out: Path = typer.Option(None, metavar="DIR",
+                             help="Results directory: write the entry into OUT/entries."),
+    as_json: bool = typer.Option(False, "--json", metavar="", help="Print one JSON object."),
 ) -> None:
     """Score draws made anywhere against a target's Bayes-optimal reference; with --out, put
     them on the leaderboard as an entry."""
@@ -87,19 +91,22 @@ def score_draws_cmd(
 
 
 export_app = typer.Typer(help="Export the inference benchmark's targets to other tools.",
-                         no_args_is_help=True)
+                         no_args_is_help=True, rich_markup_mode=None)
 
 
 @export_app.command("posteriordb")
 def export_posteriordb(
-    out: Path = typer.Argument(..., help="Directory to write (posteriordb's layout)."),
-    only: list[str] = typer.Option(None, "--only", help="Target name (repeatable; default: "
-                                   "every stored target)."),
+    out: Path = typer.Argument(..., metavar="OUT",
+                               help="Directory to write (posteriordb's layout)."),
+    only: list[str] = typer.Option(None, "--only", metavar="NAME",
+                                   help="Target name (repeatable; default: every stored "
+                                        "target)."),
     reference_draws: str = typer.Option(
-        "stored", help="stored: rerun the stored reference's teacher-start chains with its "
-                       "settings and keys; quick: 2 chains x 100 draws (for tests; marked)."),
-    thin: str = typer.Option("8", help="Keep every thin-th reference draw (>= 1)."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+        "stored", metavar="[stored|quick]",
+        help="stored: rerun the stored reference's teacher-start chains with its settings and "
+             "keys; quick: 2 chains x 100 draws (for tests; marked)."),
+    thin: str = typer.Option("8", metavar="INT", help="Keep every thin-th reference draw (>= 1)."),
+    as_json: bool = typer.Option(False, "--json", metavar="", help="Print one JSON object."),
 ) -> None:
     """Write the stored targets as a posteriordb (posteriors, models, data, reference
     draws)."""
