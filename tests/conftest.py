@@ -32,3 +32,28 @@ def run_cli(argv: list[str], capsys) -> tuple[int, str, str]:
         main(argv)
     out = capsys.readouterr()
     return ex.value.code, out.out, out.err
+
+
+# the test-only method family (tests/sweep_plugin.py): modules that use it say
+# ``pytestmark = pytest.mark.usefixtures("plugin")`` and take ``plugin`` (its execution log)
+PLUGIN = str(Path(__file__).resolve().parent / "sweep_plugin.py")
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _plugin_fixture():
+    import pytest
+
+    @pytest.fixture
+    def plugin(monkeypatch, tmp_path):
+        from bayesslr.sweep.executors import load_plugins
+
+        monkeypatch.setenv("BAYESSLR_PLUGINS", PLUGIN)
+        log = tmp_path / "executions.log"
+        monkeypatch.setenv("SWEEPTEST_LOG", str(log))
+        load_plugins([PLUGIN])
+        return log
+
+    return plugin
+
+
+plugin = _plugin_fixture()

@@ -34,7 +34,6 @@ import xarray as xr
 from bayesslr.core.task import ConfigError, LengthLaw
 from bayesslr.sweep.config import cell_key, load_config, parse_config
 from bayesslr.sweep.dataset import comparable
-from bayesslr.sweep.executors import load_plugins
 from bayesslr.sweep.runner import run_sweep
 from bayesslr.sweep.storage import (
     _HOST,
@@ -44,19 +43,9 @@ from bayesslr.sweep.storage import (
     _tmp_path,
     read_cell_file,
 )
-from conftest import run_cli
+from conftest import REPO, run_cli
 
-PLUGIN = str(Path(__file__).resolve().parent / "sweep_plugin.py")
-REPO = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture(autouse=True)
-def plugin(monkeypatch, tmp_path):
-    monkeypatch.setenv("BAYESSLR_PLUGINS", PLUGIN)
-    log = tmp_path / "executions.log"
-    monkeypatch.setenv("SWEEPTEST_LOG", str(log))
-    load_plugins([PLUGIN])
-    return log
+pytestmark = pytest.mark.usefixtures("plugin")  # the test family (conftest.py)
 
 
 def toml(path: Path, alphas=(1, 2), seeds=(0, 1), **options) -> Path:

@@ -34,21 +34,10 @@ import xarray as xr
 from bayesslr.core.task import ConfigError
 from bayesslr.registry import Cell, run_unit
 from bayesslr.sweep.config import parse_config
-from bayesslr.sweep.executors import load_plugins
 from bayesslr.sweep.storage import CellRecord, ResultStore
-from conftest import run_cli
+from conftest import REPO, run_cli
 
-PLUGIN = str(Path(__file__).resolve().parent / "sweep_plugin.py")
-REPO = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture(autouse=True)
-def plugin(monkeypatch, tmp_path):
-    monkeypatch.setenv("BAYESSLR_PLUGINS", PLUGIN)
-    log = tmp_path / "executions.log"
-    monkeypatch.setenv("SWEEPTEST_LOG", str(log))
-    load_plugins([PLUGIN])
-    return log
+pytestmark = pytest.mark.usefixtures("plugin")  # the test family (conftest.py)
 
 
 def toml(path: Path, alphas=(1, 2), seeds=(0,), name="rel2", **options) -> Path:

@@ -24,21 +24,11 @@ from bayesslr.cli import main
 from bayesslr.core.task import ConfigError
 from bayesslr.sweep.config import cell_key, parse_config
 from bayesslr.sweep.dataset import comparable
-from bayesslr.sweep.executors import load_plugins
 from bayesslr.sweep.runner import run_sweep
 from bayesslr.sweep.storage import _HOST, ResultStore
+from conftest import REPO
 
-PLUGIN = str(Path(__file__).resolve().parent / "sweep_plugin.py")
-REPO = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture(autouse=True)
-def plugin(monkeypatch, tmp_path):
-    monkeypatch.setenv("BAYESSLR_PLUGINS", PLUGIN)
-    log = tmp_path / "executions.log"
-    monkeypatch.setenv("SWEEPTEST_LOG", str(log))
-    load_plugins([PLUGIN])
-    return log
+pytestmark = pytest.mark.usefixtures("plugin")  # the test family (conftest.py)
 
 
 def tiny(**over) -> dict:

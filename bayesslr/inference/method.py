@@ -314,13 +314,7 @@ def _run_mcmc(key, alg: str, spec, data, opts: dict[str, Any], budget: int
     why = []
     if r.budget_exhausted_in_warmup:
         why.append(f"warm-up cut at {r.warmup_done}/{s.warmup} iterations by the budget")
-    if r.k.shape[1] < 4:
-        why.append(f"{r.k.shape[1]} draws kept per chain (too few for R-hat and ESS)")
-    else:
-        if not r.r_hat_max <= RHAT_MAX:
-            why.append(f"r_hat_max {r.r_hat_max:.3f} > {RHAT_MAX}")
-        if not r.ess_bulk_min >= ESS_MIN:
-            why.append(f"ess_bulk_min {r.ess_bulk_min:.0f} < {ESS_MIN:g}")
+    why += _chain_checks(r)
     if r.divergences:
         why.append(f"{r.divergences} divergences")
     conv = not why
@@ -339,6 +333,19 @@ def _run_mcmc(key, alg: str, spec, data, opts: dict[str, Any], budget: int
             "converged": conv, "reason": reason,
             "anneal_rungs": ";".join(f"{x['fraction']:g}:{x['grad_evals']}" for x in rungs)}
     return r.k.reshape(-1, D), r.v.reshape(-1, D), diag
+
+
+def _chain_checks(r) -> list[str]:
+    """Why a sampler's chains fail the budgeted benchmark's convergence rule (too few draws for
+    R-hat and ESS, R-hat above ``RHAT_MAX``, bulk ESS below ``ESS_MIN``); empty when they pass."""
+    if r.k.shape[1] < 4:
+        return [f"{r.k.shape[1]} draws kept per chain (too few for R-hat and ESS)"]
+    why = []
+    if not r.r_hat_max <= RHAT_MAX:
+        why.append(f"r_hat_max {r.r_hat_max:.3f} > {RHAT_MAX}")
+    if not r.ess_bulk_min >= ESS_MIN:
+        why.append(f"ess_bulk_min {r.ess_bulk_min:.0f} < {ESS_MIN:g}")
+    return why
 
 
 def _run_vi(key, alg: str, spec, data, opts: dict[str, Any], budget: int
@@ -393,13 +400,7 @@ def _run_pt(key, alg, spec, data, opts: dict[str, Any], budget: int
                warmup_fraction=opts["warmup_fraction"], chunk=opts["chunk"],
                max_draws=opts["max_draws"])
     why = []
-    if r.k.shape[1] < 4:
-        why.append(f"{r.k.shape[1]} draws kept per chain (too few for R-hat and ESS)")
-    else:
-        if not r.r_hat_max <= RHAT_MAX:
-            why.append(f"r_hat_max {r.r_hat_max:.3f} > {RHAT_MAX}")
-        if not r.ess_bulk_min >= ESS_MIN:
-            why.append(f"ess_bulk_min {r.ess_bulk_min:.0f} < {ESS_MIN:g}")
+    why += _chain_checks(r)
     low = np.flatnonzero(~(r.swap_rates >= PT_SWAP_MIN))
     if low.size:
         why.append(f"swap rate below {PT_SWAP_MIN} at pairs {low.tolist()}")
