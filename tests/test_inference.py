@@ -189,7 +189,7 @@ def test_smc_without_blackjax_refuses_with_the_extra(monkeypatch):
         return real(name, *a, **k)
 
     monkeypatch.setattr(builtins, "__import__", no_blackjax)
-    with pytest.raises(ConfigError, match=r"bayesslr\[blackjax\]"):
+    with pytest.raises(ConfigError, match=r"pip install -e '\.\[blackjax\]'"):
         validate_cell(Cell("inference:smc-prior-1e4", alpha=2.0, D=10, delta=0.01))
 
 
