@@ -1,5 +1,18 @@
-"""``python -m bayesslr``: the ``bayesslr`` command (:mod:`bayesslr.startup`)."""
+"""The ``bayesslr`` command's entry point (``[project.scripts]`` and ``python -m bayesslr``):
+the signal handlers of :mod:`bayesslr.core.startup` first, then the CLI (:mod:`bayesslr.cli`),
+so that an interrupt during the seconds of heavy imports ends in one line (issue 25)."""
 
-from bayesslr.startup import main
+from bayesslr.core import startup
 
-main()
+
+def main() -> None:
+    """Console entry point: handlers, then :func:`bayesslr.cli.main` on ``sys.argv``."""
+    startup.install()
+    startup.console = True
+    from bayesslr.cli import main as cli_main
+
+    cli_main()
+
+
+if __name__ == "__main__":
+    main()

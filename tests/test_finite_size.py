@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from bayesslr.results.finite_size import (
+from bayesslr.report.finite_size_study import (
     MIN_SIZES,
     SizePoint,
     erm_studies,
@@ -244,7 +244,7 @@ def test_preset_as_designed(capsys, tmp_path):
 def test_assemble_refuses_a_directory_without_the_run(tmp_path):
     """A partial run is assembled only from a directory holding that preset's run."""
     from bayesslr.core.task import ConfigError
-    from bayesslr.results.finite_size import assemble
+    from bayesslr.report.finite_size_study import assemble
 
     with pytest.raises(ConfigError, match="holds no run of the preset 'finite-size'"):
         assemble(tmp_path)

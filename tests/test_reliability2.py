@@ -118,8 +118,8 @@ START_UP_REPS = 30  # a one-in-ten failure survives 30 tries with probability 0.
 def test_console_entry_point_is_the_start_up_module():
     """Case 1: the installed script must run the module that installs the handlers before any
     heavy import. Before: ``bayesslr.cli:main``, which imports typer, NumPy and JAX first."""
-    assert entry_point() == "bayesslr.startup:main"
-    code = ("import sys, signal\nimport bayesslr.startup as s\n"
+    assert entry_point() == "bayesslr.__main__:main"
+    code = ("import sys, signal\nimport bayesslr.__main__\nimport bayesslr.core.startup as s\n"
             "heavy = [m for m in ('numpy', 'jax', 'typer', 'xarray') if m in sys.modules]\n"
             "assert not heavy, heavy\ns.install()\n"
             "assert signal.getsignal(signal.SIGINT) is s._on_signal\n")
@@ -176,7 +176,7 @@ def test_a_second_signal_during_a_stop_exits_at_once(tmp_path):
     again and the user waited."""
     code = textwrap.dedent("""
         import os, signal, sys, time
-        import bayesslr.startup as startup
+        import bayesslr.core.startup as startup
         startup.install(); startup.console = True
         from bayesslr.sweep.executors import interrupt_on_signals
         with interrupt_on_signals() as stop:

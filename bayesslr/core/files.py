@@ -114,6 +114,21 @@ def write_json_atomic(obj: Any, path: Path, **dumps: Any) -> None:
     write_text_atomic(json.dumps(obj, **dumps), path)
 
 
+def encode_netcdf(ds: Any) -> memoryview:
+    """``ds`` (an xarray dataset or a tree of them) as netCDF-4 bytes (h5netcdf into memory;
+    nothing touches the disk)."""
+    import io
+
+    bio = io.BytesIO()
+    ds.to_netcdf(bio, engine="h5netcdf")
+    return bio.getbuffer()
+
+
+def write_netcdf_atomic(ds: Any, path: Path) -> None:
+    """Encode ``ds`` in memory, then :func:`write_bytes_atomic`."""
+    write_bytes_atomic(encode_netcdf(ds), path)
+
+
 @contextlib.contextmanager
 def exclusive_lock(path: Path, *, blocking: bool = True) -> Iterator[int]:
     """Hold an exclusive ``flock`` on ``path`` (created if missing) for the ``with`` block.

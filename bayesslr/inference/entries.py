@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import time
 from pathlib import Path
@@ -103,22 +102,16 @@ def entry_path(results: str | Path, record: dict[str, Any]) -> Path:
 
 def write_entry(record: dict[str, Any], results: str | Path) -> Path:
     """Write ``record`` into ``<results>/entries/`` (atomically; an entry of the same name
-    and task is replaced). Raises :class:`bayesslr.sweep.storage.StoreError` when it cannot
+    and task is replaced). Raises :class:`bayesslr.core.files.StoreError` when it cannot
     be written."""
-    from bayesslr.sweep.storage import StoreError
+    from bayesslr.core.files import StoreError, write_text_atomic
 
     path = entry_path(results, record)
-    tmp = path.with_suffix(".json.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps(record, default=_jsonable, indent=1))
-        os.replace(tmp, path)
     except OSError as exc:
-        try:
-            tmp.unlink(missing_ok=True)
-        except OSError:
-            pass
         raise StoreError(path, exc) from None
+    write_text_atomic(json.dumps(record, default=_jsonable, indent=1), path)
     return path
 
 

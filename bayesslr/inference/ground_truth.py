@@ -53,7 +53,7 @@ import numpy as np
 from bayesslr.bayes import arviz_adapter
 from bayesslr.bayes.model import model_spec
 from bayesslr.bayes.sampler import SamplerOptions, init_params, run_nuts
-from bayesslr.core.files import write_text_atomic
+from bayesslr.core.files import write_bytes_atomic, write_text_atomic
 from bayesslr.core.provenance import git_revision
 from bayesslr.core.task import ConfigError, TaskConfig, make_task
 from bayesslr.core.thresholds import CONVERGENCE
@@ -298,8 +298,6 @@ def assemble(work: Path, out: Path) -> Path:
     enc = {v: {"compression": "gzip", "compression_opts": 4} for v in ("y_hat",)}
     buf = io.BytesIO()
     ds.to_netcdf(buf, engine="h5netcdf", encoding=enc)
-    from bayesslr.sweep.storage import write_bytes_atomic
-
     write_bytes_atomic(buf.getbuffer(), out)
     return out
 

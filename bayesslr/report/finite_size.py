@@ -1,5 +1,5 @@
 """The finite-size figure and verdicts (docs/finite-size.md; the analysis is
-:mod:`bayesslr.results.finite_size`).
+:mod:`bayesslr.report.finite_size_study`).
 
 One panel per setting, estimator and quantity: the per-size seed means against ``1/D`` with
 their standard errors, the fitted line ``e_inf + b/D`` down to ``1/D = 0``, the extrapolated
@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from bayesslr.results.finite_size import Study, finite_size_studies, pm
+from bayesslr.report.finite_size_study import Study, finite_size_studies, pm
 
 THEME = "finite-size"
 COLORS = ("C0", "C3", "C2", "C1", "C4", "C5")

@@ -220,7 +220,7 @@ def build_reference(results: str | Path, out: str | Path | None = None, *,
         tree.attrs["core_time_s"] = float(tree["cells"].to_dataset()["runtime_s"].sum())
     dest = Path(out) if out is not None else reference_path()
     dest.parent.mkdir(parents=True, exist_ok=True)
-    from bayesslr.sweep.storage import write_netcdf_atomic
+    from bayesslr.core.files import write_netcdf_atomic
 
     write_netcdf_atomic(tree, dest)
     return dest

@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from bayesslr import startup
+from bayesslr.core import startup
 from bayesslr.core.task import ConfigError
 from bayesslr.registry import Cell, run_unit, units
 from bayesslr.sweep.storage import (

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import bayesslr
+from bayesslr.core.files import write_netcdf_atomic
 from bayesslr.sweep.config import SweepConfig, cell_key
 from bayesslr.sweep.dataset import build_dataset
 from bayesslr.sweep.executors import (
@@ -40,7 +41,7 @@ from bayesslr.sweep.executors import (
     interrupt_on_signals,
 )
 from bayesslr.sweep.progress import SweepProgress
-from bayesslr.sweep.storage import CellRecord, ResultStore, ResumeScan, write_netcdf_atomic
+from bayesslr.sweep.storage import CellRecord, ResultStore, ResumeScan
 
 
 @dataclass(frozen=True)

@@ -169,19 +169,6 @@ def normalize_outputs(raw: Mapping[str, Any]) -> dict[str, float | str]:
 # --------------------------------------------------------------------------------------------
 # atomic writes: bytes made in memory, plain file I/O, unique temporary names
 # --------------------------------------------------------------------------------------------
-def encode_netcdf(ds: xr.Dataset | xr.DataTree) -> memoryview:
-    """``ds`` (a dataset or a tree of them) as netCDF-4 bytes (h5netcdf into memory; nothing
-    touches the disk)."""
-    bio = io.BytesIO()
-    ds.to_netcdf(bio, engine=ENGINE)
-    return bio.getbuffer()
-
-
-def write_netcdf_atomic(ds: xr.Dataset | xr.DataTree, path: Path) -> None:
-    """Encode ``ds`` in memory, then :func:`write_bytes_atomic` (see the module docstring)."""
-    write_bytes_atomic(encode_netcdf(ds), path)
-
-
 # --------------------------------------------------------------------------------------------
 # cell files: encode, checksum, decode
 # --------------------------------------------------------------------------------------------

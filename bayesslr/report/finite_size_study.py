@@ -661,7 +661,7 @@ def write_partial(out: str | Path, path: str | Path | None = None,
                   preset: str = "finite-size") -> Path:
     """Write :func:`assemble` to ``path`` (default ``OUT/partial.nc``), for
     ``bayesslr report OUT/partial.nc``; returns the path."""
-    from bayesslr.sweep.storage import write_netcdf_atomic
+    from bayesslr.core.files import write_netcdf_atomic
 
     target = Path(path) if path is not None else Path(out) / "partial.nc"
     write_netcdf_atomic(assemble(out, preset), target)

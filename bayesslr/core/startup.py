@@ -1,7 +1,8 @@
-"""The ``bayesslr`` console entry point: signal handling first, everything else after.
+"""Signal handling from the first instruction of the ``bayesslr`` command.
 
-``[project.scripts] bayesslr = "bayesslr.startup:main"`` (and ``python -m bayesslr``) run
-:func:`main`, which installs the SIGINT/SIGTERM handlers before anything heavy is imported
+The console entry point (``[project.scripts] bayesslr = "bayesslr.__main__:main"``, also
+``python -m bayesslr``) calls :func:`install`, which installs the SIGINT/SIGTERM handlers
+before anything heavy is imported
 (NumPy, JAX, typer, xarray: seconds of start-up). Until a verb's work takes the signals over
 (:func:`bayesslr.sweep.executors.interrupt_on_signals`: stop at the next safe point, finished
 cells on disk), a signal ends the process at once, from the handler: one line on stderr and
@@ -49,17 +50,3 @@ def install() -> None:
     for s in (signal.SIGINT, signal.SIGTERM):
         if signal.getsignal(s) is not signal.SIG_IGN:
             signal.signal(s, _on_signal)
-
-
-def main() -> None:
-    """Console entry point: handlers, then :func:`bayesslr.cli.main` on ``sys.argv``."""
-    global console
-    install()
-    console = True
-    from bayesslr.cli import main as cli_main
-
-    cli_main()
-
-
-if __name__ == "__main__":
-    main()
