@@ -101,14 +101,15 @@ def test_notebooks_execute_and_export(report, capsys):
         assert len(verdicts) == len(CLAIMS[name](_tree(report))), (name, verdicts)
         assert all(re.match(r"VERDICT \[(" + "|".join(STATUSES) + r")\] ", v) for v in verdicts)
         assert any(re.search(r"\d\.\d+ \u00b1 \d", v) for v in verdicts), name
-        assert f"notebook {name}: {figs / (name + '.html')} ({len(THEMES[name])} figures" in out
+        n = len(THEMES[name])
+        assert f"notebook {name}: {figs / (name + '.html')} ({n} figure{'s' * (n != 1)}," in out
     index = (figs / "index.html").read_text(encoding="utf-8")
     for name in ORDER:
         assert f'href="{name}.html"' in index
     # issue 21, the README's main command: no notebook without figures (the inference notebook,
     # whose data these results do not hold, is left out with one line why), and verdicts.txt
     # with no comparison whose two printed sides are equal
-    ran = re.findall(r"^notebook (\w+): \S+\.html \((\d+) figures", out, re.M)
+    ran = re.findall(r"^notebook (\w+): \S+\.html \((\d+) figures?,", out, re.M)
     assert ran and all(int(n) > 0 for _, n in ran), out
     assert "inference" not in {name for name, _ in ran}
     assert re.search(r"^notebook inference: not run, the results hold no inference benchmark "
