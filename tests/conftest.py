@@ -57,3 +57,27 @@ def _plugin_fixture():
 
 
 plugin = _plugin_fixture()
+
+
+def prior_importance(spec, train, M: int = 400_000):
+    """Self-normalised importance sampling from the prior on a ``D = 3`` task: the posterior
+    mean of (k, v), its standard error (delta method: sqrt(sum w^2 (x - m)^2) / sum w), the
+    draws ``Z``, their log-likelihoods and the weights' effective sample size. The reference
+    the samplers' tests (NUTS, HMC, Gibbs, PT) are checked against."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from bayesslr.bayes.model import log_lik_samples
+
+    K = jax.random.normal(jax.random.key(7), (M, 3))
+    V = jax.random.normal(jax.random.key(8), (M, 3))
+    d = train
+    ll = jax.jit(jax.vmap(lambda k, v: jnp.sum(log_lik_samples(spec, k, v, d.X, d.y,
+                                                               d.mask))))(K, V)
+    w = np.exp(np.asarray(ll, np.float64) - float(np.max(ll)))
+    Z = np.concatenate([np.asarray(K), np.asarray(V)], axis=1).astype(np.float64)
+    m = (w[:, None] * Z).sum(0) / w.sum()
+    se = np.sqrt((w[:, None] ** 2 * (Z - m) ** 2).sum(0)) / w.sum()
+    ess = w.sum() ** 2 / (w ** 2).sum()
+    return m, se, Z, np.asarray(ll, np.float64), ess

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from bayesslr.bayes import arviz_adapter
-from bayesslr.bayes.model import log_lik_samples, model_spec
+from bayesslr.bayes.model import model_spec
 from bayesslr.bayes.sampler import init_params, potential_fn_gen
 from bayesslr.core.task import ConfigError, make_task
 from bayesslr.inference import ground_truth as ref
@@ -32,6 +32,7 @@ from bayesslr.inference.mcmc import (
     run_mcmc,
 )
 from bayesslr.registry import Cell, get_method, run_cell, validate_cell
+from conftest import prior_importance
 
 TINY = dict(variant="spiked", L=2, nu=1.0, delta=0.5, D=3)
 
@@ -201,19 +202,9 @@ def importance(tiny):
     """Self-normalised importance sampling from the prior: posterior mean of (k, v) and its
     standard error (delta method: sqrt(sum w^2 (x - m)^2) / sum w)."""
     task, spec, data = tiny
-    M = 400_000
-    K = jax.random.normal(jax.random.key(7), (M, 3))
-    V = jax.random.normal(jax.random.key(8), (M, 3))
-    d = data.train
-    ll = jax.jit(jax.vmap(lambda k, v: jnp.sum(log_lik_samples(spec, k, v, d.X, d.y,
-                                                               d.mask))))(K, V)
-    w = np.exp(np.asarray(ll, np.float64) - float(np.max(ll)))
-    Z = np.concatenate([np.asarray(K), np.asarray(V)], axis=1).astype(np.float64)
-    m = (w[:, None] * Z).sum(0) / w.sum()
-    se = np.sqrt((w[:, None] ** 2 * (Z - m) ** 2).sum(0)) / w.sum()
-    ess = w.sum() ** 2 / (w ** 2).sum()
+    m, se, Z, ll, ess = prior_importance(spec, data.train)
     assert ess > 1000  # the reference is itself resolved
-    return m, se, Z, np.asarray(ll, np.float64)
+    return m, se, Z, ll
 
 
 @pytest.mark.slow

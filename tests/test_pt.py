@@ -7,16 +7,16 @@ from __future__ import annotations
 import math
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from bayesslr.bayes import arviz_adapter
-from bayesslr.bayes.model import log_lik_samples, model_spec
+from bayesslr.bayes.model import model_spec
 from bayesslr.core.task import ConfigError, make_task
 from bayesslr.inference.evaluate import task_data
 from bayesslr.inference.pt import geometric_ladder, optimal_ladder, round_trips, run_pt
 from bayesslr.registry import Cell, run_cell
+from conftest import prior_importance
 
 TINY = dict(variant="spiked", L=2, nu=1.0, delta=0.5, D=3)
 
@@ -81,16 +81,8 @@ def test_pt_finds_the_posterior_mean(tiny):
     """The b = 1 draws' mean against self-normalised importance sampling from the prior
     (400k draws), 4 combined standard errors (the draws' MCSE and the importance error)."""
     task, spec, data = tiny
-    M = 400_000
-    K = jax.random.normal(jax.random.key(7), (M, 3))
-    V = jax.random.normal(jax.random.key(8), (M, 3))
     d = data.train
-    ll = jax.jit(jax.vmap(lambda k, v: jnp.sum(log_lik_samples(spec, k, v, d.X, d.y,
-                                                               d.mask))))(K, V)
-    w = np.exp(np.asarray(ll, np.float64) - float(np.max(ll)))
-    Z = np.concatenate([np.asarray(K), np.asarray(V)], axis=1).astype(np.float64)
-    m = (w[:, None] * Z).sum(0) / w.sum()
-    se = np.sqrt((w[:, None] ** 2 * (Z - m) ** 2).sum(0)) / w.sum()
+    m, se, _, _, _ = prior_importance(spec, d)
     r = run_pt(jax.random.key(2), spec, d, budget=200_000, chains=4, replicas=4,
                integration_steps=5, max_draws=2000)
     draws = np.concatenate([r.k, r.v], axis=2)
