@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+import typer
 from rich.console import Console
 from rich.table import Table
 
@@ -21,6 +22,14 @@ def cli_task(variant: str, L: str, L_dist: str | None, nu: str, delta: str,
     return make_task(variant, L=L, L_dist=L_dist,
                      nu=parse_float("nu", nu, low=0.0, allow_inf=True),
                      delta=parse_float("delta", delta, low=0.0), D=D)
+
+
+def flag(name: str, help: str) -> Any:
+    """A boolean ``--name`` option, off by default, shown without a metavar in the help."""
+    return typer.Option(False, name, metavar="", help=help)
+
+
+JSON_FLAG_HELP = "Print one JSON object."
 
 
 def parse_float(name: str, text: str, *, low: float | None = None, low_open: bool = False,

@@ -8,6 +8,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from bayesslr.commands.common import JSON_FLAG_HELP, flag
 from bayesslr.registry import MethodSpec, families
 
 
@@ -24,7 +25,7 @@ def describe(spec: MethodSpec) -> dict:
 def methods(
     family: str = typer.Argument(None, metavar="[FAMILY]",
                                  help="Show this family's options and outputs in full."),
-    as_json: bool = typer.Option(False, "--json", metavar="", help="Print one JSON object."),
+    as_json: bool = flag("--json", JSON_FLAG_HELP),
 ) -> None:
     """List the method families: verb, version, activations, options and outputs."""
     from bayesslr.core.task import ConfigError

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import typer
 
-from bayesslr.commands.common import plural
+from bayesslr.commands.common import flag, plural
 from bayesslr.core.exit_codes import EXIT_CELLS_FAILED, EXIT_WRITE_FAILED
 from bayesslr.core.task import ConfigError
 
@@ -55,15 +55,12 @@ def run_sweep_verb(
         help="with --scheduler: a dask configuration file (YAML) holding the cluster's TLS "
              "credentials (distributed.comm.tls.ca-file, .client.cert, .client.key; README, "
              "Sweeps)"),
-    force: bool = typer.Option(False, "--force", metavar="",
-                               help="replace the config stored in OUT (finished cells that "
-                                    "still match are kept)"),
-    keep_stale: bool = typer.Option(False, "--keep-stale", metavar="",
-                                    help="reuse stored cells computed by another code version "
-                                         "of their method (default: recompute them)"),
-    dry_run: bool = typer.Option(False, "--dry-run", metavar="",
-                                 help="print the cell count and a cost estimate, run nothing"),
-    quiet: bool = typer.Option(False, "--quiet", metavar="", help="no progress bar"),
+    force: bool = flag("--force", "replace the config stored in OUT (finished cells that "
+                                  "still match are kept)"),
+    keep_stale: bool = flag("--keep-stale", "reuse stored cells computed by another code "
+                                            "version of their method (default: recompute them)"),
+    dry_run: bool = flag("--dry-run", "print the cell count and a cost estimate, run nothing"),
+    quiet: bool = flag("--quiet", "no progress bar"),
 ) -> None:
     """Run (or resume) a sweep; writes OUT/cells/*.nc and OUT/dataset.nc.
 
@@ -171,10 +168,9 @@ def report(
              "into this directory (computes nothing)"),
     formats: str = typer.Option("png,pdf", "--formats", metavar="png,pdf,svg",
                                 help="comma list of png, pdf, svg"),
-    notebooks: bool = typer.Option(False, "--notebooks", metavar="",
-                                   help="also execute the report notebooks on RESULTS and "
-                                        "write each as self-contained HTML beside the figures "
-                                        "(needs the 'notebooks' extra)"),
+    notebooks: bool = flag("--notebooks", "also execute the report notebooks on RESULTS and "
+                                          "write each as self-contained HTML beside the "
+                                          "figures (needs the 'notebooks' extra)"),
 ) -> None:
     """Write the standard figures of a results directory (PNG and PDF) and the verdicts;
     with --notebooks, also the report notebooks as HTML (open index.html in a browser)."""

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import typer
 
-from bayesslr.commands.common import emit
+from bayesslr.commands.common import JSON_FLAG_HELP, emit, flag
 from bayesslr.core.task import ConfigError
 
 
@@ -64,7 +64,7 @@ def score_draws_cmd(
     note: str = typer.Option("", metavar="TEXT", help="Free text stored with the entry."),
     out: Path = typer.Option(None, metavar="DIR",
                              help="Results directory: write the entry into OUT/entries."),
-    as_json: bool = typer.Option(False, "--json", metavar="", help="Print one JSON object."),
+    as_json: bool = flag("--json", JSON_FLAG_HELP),
 ) -> None:
     """Score draws made anywhere against a target's Bayes-optimal reference; with --out, put
     them on the leaderboard as an entry."""
@@ -106,7 +106,7 @@ def export_posteriordb(
         help="stored: rerun the stored reference's teacher-start chains with its settings and "
              "keys; quick: 2 chains x 100 draws (for tests; marked)."),
     thin: str = typer.Option("8", metavar="INT", help="Keep every thin-th reference draw (>= 1)."),
-    as_json: bool = typer.Option(False, "--json", metavar="", help="Print one JSON object."),
+    as_json: bool = flag("--json", JSON_FLAG_HELP),
 ) -> None:
     """Write the stored targets as a posteriordb (posteriors, models, data, reference
     draws)."""
