@@ -19,6 +19,10 @@ first.
   lower is better, ``speedup_*``: higher is better), so that the saved JSON carries the ratio
   measured in one run. ``benchmarks/compare_ratios.py`` compares those ratios between two
   saved runs.
+* One pytest process runs every test and benchmark: after each, JAX's compiled functions are
+  dropped once the process holds half the kernel's memory-map limit
+  (:func:`bayesslr.core.jaxconfig.release_compiled_near_map_limit`; past the limit XLA
+  segfaults).
 * Every benchmark's ``extra_info`` holds the 1-minute load average before and after it.
 """
 
@@ -34,11 +38,16 @@ os.environ.setdefault(
 )
 
 import bayesslr  # noqa: E402
+from bayesslr.core.jaxconfig import release_compiled_near_map_limit  # noqa: E402
 
 bayesslr.configure_jax()  # before any benchmark computes anything (host devices, cache)
 
 SIZES = ("smoke", "default", "paper")
 collect_ignore = ["benchmarks/studies"]  # scripts that explore settings, not timings
+
+
+def pytest_runtest_teardown(item, nextitem):
+    release_compiled_near_map_limit()
 
 
 def pytest_addoption(parser):

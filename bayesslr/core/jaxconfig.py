@@ -124,3 +124,49 @@ def configure_jax(host_devices: int | None | object = _DEFAULT,
             note = (note + "; " if note else "") + f"no compilation cache ({exc.strerror})"
             path = None
     return JaxSetup(devices, path, note)
+
+
+def memory_map_use() -> tuple[int, int] | None:
+    """``(mappings this process holds, the kernel's per-process limit)``, or ``None`` where
+    ``/proc`` does not tell (not Linux)."""
+    try:
+        with open("/proc/sys/vm/max_map_count") as fh:
+            limit = int(fh.read())
+        with open("/proc/self/maps", "rb") as fh:
+            used = sum(1 for _ in fh)
+    except (OSError, ValueError):
+        return None
+    return used, limit
+
+
+def release_compiled_near_map_limit(fraction: float = 0.5) -> bool:
+    """Drop JAX's in-memory compiled functions when this process holds more than ``fraction``
+    of the kernel's memory-map limit (``vm.max_map_count``, 65530 by default).
+
+    Every XLA:CPU executable JAX keeps maps its code pages, so a long-lived process that
+    compiles many shapes (a sweep worker, a test session) creeps towards the limit; past it
+    ``mmap`` fails inside XLA and the process dies with a segmentation fault (seen in
+    ``executable.serialize()`` writing the persistent cache). Dropping the executables
+    (:func:`jax.clear_caches`) returns their mappings; what is needed again is reloaded from
+    the persistent cache or recompiled, with identical results.
+
+    Parameters
+    ----------
+    fraction : float, optional
+        Share of the limit above which the compiled functions are dropped, in (0, 1].
+
+    Returns
+    -------
+    bool
+        Whether they were dropped.
+    """
+    if not 0.0 < fraction <= 1.0:
+        raise ValueError(f"fraction must be in (0, 1], got {fraction!r}")
+    use = memory_map_use()
+    if use is None or use[0] <= fraction * use[1]:
+        return False
+    import gc
+
+    jax.clear_caches()
+    gc.collect()
+    return True

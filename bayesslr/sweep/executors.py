@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from bayesslr.core import startup
+from bayesslr.core.jaxconfig import release_compiled_near_map_limit
 from bayesslr.core.task import ConfigError
 from bayesslr.registry import Cell, run_unit, units
 from bayesslr.sweep.storage import (
@@ -197,6 +198,8 @@ def execute_unit(cells: Sequence[Cell]) -> list[CellRecord]:
         dt = (time.perf_counter() - t0) / len(cells)
         return [CellRecord(c, "failed", {}, text, dt, v)
                 for c, v in zip(cells, versions, strict=True)]
+    finally:
+        release_compiled_near_map_limit()  # a long-lived worker must not run out of mmaps
     dt = (time.perf_counter() - t0) / len(cells)
     return [CellRecord(c, "ok", o, "", dt, v)
             for c, o, v in zip(cells, outs, versions, strict=True)]
