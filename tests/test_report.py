@@ -675,3 +675,26 @@ def test_inference_leaderboard_never_picks_erm_lam_on_the_test_error():
     rows.append({**rows[0], "lam": "validation", "test_error": 0.45})
     out = best_lam(pd.DataFrame(rows))
     assert out["lam"].tolist() == ["validation"]
+
+
+def test_families_enter_error_vs_alpha_only_by_their_report_role(plugin, tmp_path):
+    """A family's cells reach the error-vs-``alpha`` figure and table only when its registry
+    ``ReportRole`` gives it a ``finite_sample`` place: the plugin family (alpha dimension,
+    markers, no such role) stays out, with or without its list output ``trace`` (whose
+    ``step`` dimension is not what keeps it out)."""
+    from bayesslr.registry import report_order
+    from bayesslr.report.figures.error_vs_alpha import error_vs_alpha, finite_sample_groups
+    from bayesslr.sweep.config import parse_config
+    from bayesslr.sweep.runner import run_sweep
+
+    raw = {"name": "tiny", "defaults": {"seeds": [0, 1], "variant": "max"},
+           "grid": [{"methods": ["sweeptest:a"], "alpha": [1, 2.5], "nu": [1.0]}]}
+    run_sweep(parse_config(raw), tmp_path / "r", progress=False)
+    with_trace = xr.open_datatree(tmp_path / "r" / "dataset.nc")["sweeptest"].to_dataset()
+    assert "sweeptest" not in report_order("finite_sample")
+    for ds in (with_trace, with_trace.drop_vars("trace").drop_dims("step")):
+        results = {"sweeptest": ds}
+        assert finite_sample_groups(results) == {}
+        assert tables.finite_sample_table(results).empty
+        with pytest.raises(NothingToPlot):
+            error_vs_alpha(results)

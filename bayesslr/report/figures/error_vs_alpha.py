@@ -39,7 +39,6 @@ from bayesslr.results.query import (
     fmt_value,
     groups,
     hard_windows,
-    is_trajectory,
     largest_size,
     methods_of,
     select,
@@ -51,15 +50,15 @@ from bayesslr.results.query import (
 
 
 def finite_sample_groups(results: Results) -> dict[str, xr.Dataset]:
-    """The groups drawn against ``alpha``: families with an ``alpha`` dimension and a test
-    error whose plot style is a line or markers (trajectory families are drawn elsewhere)."""
+    """The groups drawn against ``alpha``, in their drawing order: the families whose registry
+    ``ReportRole`` has a ``finite_sample`` place, with an ``alpha`` dimension and a test error,
+    drawn as a line or markers. A family without that place (a trajectory family, the
+    inference benchmark, a plugin) never enters, whatever its dimensions."""
     g = groups(results)
-    first = report_order("finite_sample")  # each family's ReportRole, from the registry
-    order = [f for f in first if f in g] + [f for f in g if f not in first]
     out = {}
-    for fam in order:
-        ds = g[fam]
-        if "alpha" in ds.dims and not is_trajectory(ds) and methods_of(ds, fam) and style(
+    for fam in report_order("finite_sample"):
+        ds = g.get(fam)
+        if ds is not None and "alpha" in ds.dims and methods_of(ds, fam) and style(
                 str(ds["method"].values[0])).kind in ("line", "marker"):
             out[fam] = ds
     return out
