@@ -1,9 +1,6 @@
 """The verdict engine: :class:`Verdict`, the decision rule, and how evidence is printed.
 
-The claims are those of docs/paper.md (population orderings, the finite-sample curves, the
-connection with gradient methods, the sampler's reliability). Each function takes the results of
-a sweep and returns verdicts computed from the tables of :mod:`bayesslr.report.tables` (the
-same reductions as the figures: seed mean, one standard error, ``lam`` tuned per ``alpha``).
+The theme modules of :mod:`bayesslr.report.claims` judge their claims with it.
 
 The decision rule, stated once. A comparison of two estimates ``a +- s_a`` and ``b +- s_b``
 uses the difference ``d`` and its standard error ``s = sqrt(s_a^2 + s_b^2)`` (independent

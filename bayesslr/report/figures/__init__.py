@@ -17,7 +17,8 @@ own optimum); finite-size estimators are drawn at every size (``D`` or ``sqrtND`
 were run at, so the reader sees how the gap to the ``D -> inf`` theory closes; elsewhere a
 method shows its largest size. Error bars are one standard error. A cell whose method says it
 did not converge (output ``converged`` false on some seed) is drawn flagged: a hollow grey
-marker with its own legend entry, and the figure's title says why (:func:`flag_note`).
+marker with its own legend entry, and the figure's title says why
+(:func:`~bayesslr.report.figures.style.flag_note`).
 
 The figures, by theme: :mod:`~bayesslr.report.figures.population_risk`,
 :mod:`~bayesslr.report.figures.error_vs_alpha`, :mod:`~bayesslr.report.figures.gd_trajectories`,
