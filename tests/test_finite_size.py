@@ -9,17 +9,19 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from bayesslr.report.finite_size_study import (
+from bayesslr.report.finite_size_fit import (
     MIN_SIZES,
     SizePoint,
-    erm_studies,
-    finite_size_studies,
     fit_exponent,
     fit_inverse_size,
     make_study,
+    reaches,
+)
+from bayesslr.report.finite_size_study import (
+    erm_studies,
+    finite_size_studies,
     markdown_table,
     nuts_studies,
-    reaches,
 )
 
 # the design's sizes at alpha = 5 (sqrtND 560 ... 1e4) and a seed spread like the measured one

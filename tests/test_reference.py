@@ -236,7 +236,8 @@ def test_shipped_figures_are_legible_and_titled():
     extended legibility check (its R-hat panel had one tick label, its ESS axes fixed decimals
     over three decades), says 'shipped reference', and draws the non-converged NUTS cells
     flagged; the finite-sample figure has the Bayes-risk line in every panel."""
-    from bayesslr.report.figures import FIGURES, NothingToPlot, draw, legibility_problems
+    from bayesslr.report.figures import FIGURES, NothingToPlot, draw
+    from bayesslr.report.figures.legibility import legibility_problems
 
     tree = reference.load_reference()
     for name in FIGURES:

@@ -22,7 +22,10 @@ from matplotlib.figure import Figure
 from bayesslr.registry import Cell, get_method
 from bayesslr.report import FIGURES, NothingToPlot, all_verdicts, tables, write_report
 from bayesslr.report import claims as C
-from bayesslr.report.figures import legibility_problems, sizes_of
+from bayesslr.report.claims import verdict as V
+from bayesslr.report.claims.sampler_claims import rhat_mc_error
+from bayesslr.report.figures.legibility import legibility_problems
+from bayesslr.results.query import sizes_of
 from bayesslr.sweep.dataset import family_dataset
 from bayesslr.sweep.storage import CellRecord, normalize_outputs
 from conftest import run_cli
@@ -372,24 +375,24 @@ def test_tuned_lam_erm_compared_with_the_optimal_lam_replica(erm_lam):
 
 
 def test_decision_rule():
-    assert C.less(1.0, 0.1, 1.5, 0.1) == C.HOLDS            # 0.5 > 2 * 0.14
-    assert C.less(1.0, 0.1, 1.2, 0.1) == C.UNDECIDED        # 0.2 < 2 * 0.14
-    assert C.less(1.5, 0.1, 1.0, 0.1) == C.FAILS
-    assert C.equal(1.0, 0.1, 1.2, 0.1) == C.HOLDS
-    assert C.equal(1.0, 0.1, 1.5, 0.1) == C.FAILS
-    assert C.equal(1.0, math.nan, 1.5, math.nan) == C.UNDECIDED
+    assert V.less(1.0, 0.1, 1.5, 0.1) == C.HOLDS            # 0.5 > 2 * 0.14
+    assert V.less(1.0, 0.1, 1.2, 0.1) == C.UNDECIDED        # 0.2 < 2 * 0.14
+    assert V.less(1.5, 0.1, 1.0, 0.1) == C.FAILS
+    assert V.equal(1.0, 0.1, 1.2, 0.1) == C.HOLDS
+    assert V.equal(1.0, 0.1, 1.5, 0.1) == C.FAILS
+    assert V.equal(1.0, math.nan, 1.5, math.nan) == C.UNDECIDED
     # a risk that cannot lie below the Bayes risk: only an excess above it counts against
-    assert C.not_above(0.40, 0.001, 0.4024, 0.0003) == C.HOLDS   # 2.3 se below: noise
-    assert C.not_above(0.4024, 0.001, 0.40, 0.0003) == C.FAILS   # 2.3 se above
-    assert C.not_above(0.401, 0.001, 0.40, 0.0003) == C.HOLDS    # 0.96 se above
-    assert C.combine([C.HOLDS, C.UNDECIDED]) == C.UNDECIDED
-    assert C.combine([C.HOLDS, C.FAILS, C.UNDECIDED]) == C.FAILS
-    assert C.combine([]) == C.UNDECIDED
+    assert V.not_above(0.40, 0.001, 0.4024, 0.0003) == C.HOLDS   # 2.3 se below: noise
+    assert V.not_above(0.4024, 0.001, 0.40, 0.0003) == C.FAILS   # 2.3 se above
+    assert V.not_above(0.401, 0.001, 0.40, 0.0003) == C.HOLDS    # 0.96 se above
+    assert V.combine([C.HOLDS, C.UNDECIDED]) == C.UNDECIDED
+    assert V.combine([C.HOLDS, C.FAILS, C.UNDECIDED]) == C.FAILS
+    assert V.combine([]) == C.UNDECIDED
     # few seeds: the Student-t threshold (2 seeds, one degree of freedom) cannot be met by luck
-    assert C.critical(math.inf) == 2.0
-    assert C.critical(1) == pytest.approx(13.97, abs=0.05)
-    assert C.less(1.0, 0.1, 1.5, 0.0, dof_a=1) == C.UNDECIDED
-    assert C.less(1.0, 0.1, 1.5, 0.0, dof_a=30) == C.HOLDS
+    assert V.critical(math.inf) == 2.0
+    assert V.critical(1) == pytest.approx(13.97, abs=0.05)
+    assert V.less(1.0, 0.1, 1.5, 0.0, dof_a=1) == C.UNDECIDED
+    assert V.less(1.0, 0.1, 1.5, 0.0, dof_a=30) == C.HOLDS
 
 
 @pytest.mark.parametrize("keep", [
@@ -472,7 +475,7 @@ def test_rhat_on_its_threshold_is_borderline_and_printed_unrounded():
     v = C.sampler_claims(_sampler_tree(r_hat_max=1.010276, ess_bulk_min=448.0))[0]
     assert v.status == C.UNDECIDED
     assert "R-hat 1.0103 > 1.01 (borderline" in v.evidence and "needs about" in v.evidence
-    assert C.rhat_mc_error(448.0, 2) == pytest.approx(4 / (math.sqrt(6) * 448))
+    assert rhat_mc_error(448.0, 2) == pytest.approx(4 / (math.sqrt(6) * 448))
     assert not equal_sides([v.line()])
     v = C.sampler_claims(_sampler_tree(r_hat_max=1.05, ess_bulk_min=448.0))[0]
     assert v.status == C.FAILS and "R-hat 1.050 > 1.01" in v.evidence
@@ -594,7 +597,7 @@ def test_flagged_cells_are_drawn_hollow_grey_with_their_own_entry():
     reasons the cells give); converged cells keep the family's style."""
     from matplotlib.colors import to_rgba
 
-    from bayesslr.report.figures import FLAG_COLOR
+    from bayesslr.report.figures.style import FLAG_COLOR
 
     recs = synthetic_records()
     for r in recs["bayes_sampling"]:  # alpha = 2 flagged, alpha = 5 converged
@@ -632,7 +635,8 @@ def test_figures_draw_what_their_verdicts_compare(tree):
     sampler_starts has an error bar and the log-lik gap sits on an axis of at least +-0.05;
     the Nishimori panel carries its expected-scatter band; every finite-sample panel has the
     Bayes-risk line, computed when the results lack population:bayes there."""
-    from bayesslr.report.figures import LBFGS_COLOR, REPLICA_COLOR, fixed_points, trajectory_runs
+    from bayesslr.report.figures.gd_trajectories import LBFGS_COLOR, REPLICA_COLOR
+    from bayesslr.results.query import fixed_points, trajectory_runs
 
     run = trajectory_runs(tree)[0]
     same = fixed_points(tree, run)["lbfgs_seed"]
@@ -671,3 +675,26 @@ def test_inference_leaderboard_never_picks_erm_lam_on_the_test_error():
     rows.append({**rows[0], "lam": "validation", "test_error": 0.45})
     out = best_lam(pd.DataFrame(rows))
     assert out["lam"].tolist() == ["validation"]
+
+
+def test_families_enter_error_vs_alpha_only_by_their_report_role(plugin, tmp_path):
+    """A family's cells reach the error-vs-``alpha`` figure and table only when its registry
+    ``ReportRole`` gives it a ``finite_sample`` place: the plugin family (alpha dimension,
+    markers, no such role) stays out, with or without its list output ``trace`` (whose
+    ``step`` dimension is not what keeps it out)."""
+    from bayesslr.registry import report_order
+    from bayesslr.report.figures.error_vs_alpha import error_vs_alpha, finite_sample_groups
+    from bayesslr.sweep.config import parse_config
+    from bayesslr.sweep.runner import run_sweep
+
+    raw = {"name": "tiny", "defaults": {"seeds": [0, 1], "variant": "max"},
+           "grid": [{"methods": ["sweeptest:a"], "alpha": [1, 2.5], "nu": [1.0]}]}
+    run_sweep(parse_config(raw), tmp_path / "r", progress=False)
+    with_trace = xr.open_datatree(tmp_path / "r" / "dataset.nc")["sweeptest"].to_dataset()
+    assert "sweeptest" not in report_order("finite_sample")
+    for ds in (with_trace, with_trace.drop_vars("trace").drop_dims("step")):
+        results = {"sweeptest": ds}
+        assert finite_sample_groups(results) == {}
+        assert tables.finite_sample_table(results).empty
+        with pytest.raises(NothingToPlot):
+            error_vs_alpha(results)

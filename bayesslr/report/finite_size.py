@@ -21,7 +21,8 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from bayesslr.report.finite_size_study import Study, finite_size_studies, pm
+from bayesslr.report.finite_size_fit import Study, pm
+from bayesslr.report.finite_size_study import finite_size_studies
 
 THEME = "finite-size"
 COLORS = ("C0", "C3", "C2", "C1", "C4", "C5")

@@ -21,7 +21,8 @@ import xarray as xr
 
 from bayesslr.core.task import ConfigError
 from bayesslr.report.claims import Verdict
-from bayesslr.report.figures import FIGURES, NothingToPlot, Results, draw, groups
+from bayesslr.report.figures import FIGURES, NothingToPlot, draw
+from bayesslr.results.query import Results, groups
 
 DEFAULT_RESULTS = "results/quick"
 DPI = 100

@@ -18,7 +18,7 @@ import pandas as pd
 import xarray as xr
 
 from bayesslr.core.activations import ACTIVATIONS
-from bayesslr.report.figures import (
+from bayesslr.results.query import (
     SETTING_DIMS,
     Results,
     groups,
@@ -115,7 +115,7 @@ def finite_sample_table(results: Results, *, all_lams: bool = False) -> pd.DataF
     Monte Carlo error of a large sample (a theory; one seed, whose ``se`` is then the test-set
     error alone, without the teacher-to-teacher spread). Trajectory families (``gd``) are not
     included."""
-    from bayesslr.report.figures import finite_sample_groups
+    from bayesslr.report.figures.error_vs_alpha import finite_sample_groups
 
     rows: list[dict] = []
     theory = groups(results).get("theory_erm")
@@ -241,7 +241,7 @@ def trajectory_table(results: Results) -> pd.DataFrame:
     """The end of every gradient-descent trajectory (``what = "GD final"``) beside the ERM
     fixed point at its setting: the replica prediction (``"replica"``, with ``lam`` and
     ``alpha`` matched) and L-BFGS ERM at the same size (``"L-BFGS (seed mean)"``)."""
-    from bayesslr.report.figures import fixed_points, trajectory_runs
+    from bayesslr.results.query import fixed_points, trajectory_runs
 
     rows = []
     for r in trajectory_runs(results):

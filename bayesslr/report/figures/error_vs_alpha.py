@@ -1,0 +1,269 @@
+"""The finite-sample figure (the paper's): test excess error against ``alpha``, the
+Bayes-optimal state evolution, the replica lines, the finite-``D`` markers and the Bayes risk.
+
+Which families are drawn here is their registry ``ReportRole`` (:func:`finite_sample_groups`).
+The state evolution's drawing (:func:`draw_state_evolution`) serves the sampler figures too.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import numpy as np
+import xarray as xr
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from bayesslr.registry import report_order
+from bayesslr.report.figures.style import (
+    NothingToPlot,
+    color_of,
+    draw_flagged,
+    figure_title,
+    flag_reasons,
+    flagged_of,
+    label_of,
+    legend_below,
+    note_flagged,
+    panel_grid,
+    size_label,
+    style,
+    title_of,
+    xjitter,
+)
+from bayesslr.results.query import (
+    Results,
+    _finite,
+    bayes_risk_at,
+    fmt_value,
+    groups,
+    hard_windows,
+    largest_size,
+    methods_of,
+    select,
+    settings,
+    sizes_of,
+    state_evolution_lines,
+    stats_of,
+)
+
+
+def finite_sample_groups(results: Results) -> dict[str, xr.Dataset]:
+    """The groups drawn against ``alpha``, in their drawing order: the families whose registry
+    ``ReportRole`` has a ``finite_sample`` place, with an ``alpha`` dimension and a test error,
+    drawn as a line or markers. A family without that place (a trajectory family, the
+    inference benchmark, a plugin) never enters, whatever its dimensions."""
+    g = groups(results)
+    out = {}
+    for fam in report_order("finite_sample"):
+        ds = g.get(fam)
+        if ds is not None and "alpha" in ds.dims and methods_of(ds, fam) and style(
+                str(ds["method"].values[0])).kind in ("line", "marker"):
+            out[fam] = ds
+    return out
+
+
+def draw_state_evolution(ax: Axes, se: Mapping[str, np.ndarray]) -> None:
+    x, ok = se["alpha"], np.isfinite(se["best"])
+    st = style("theory_bayes")
+    ax.plot(x[ok], se["best"][ok], st.linestyle, color=st.color_for("theory_bayes"), lw=2,
+            label=st.label_for("theory_bayes"), zorder=st.zorder)
+    ax.fill_between(x[ok], (se["best"] - se["se"])[ok], (se["best"] + se["se"])[ok],
+                    color="k", alpha=0.15, lw=0)
+    bad = ok & np.asarray(se.get("flagged", np.zeros(x.shape, bool)), bool)
+    if bad.any():
+        draw_flagged(ax, x[bad], se["best"][bad], se["se"][bad], "o",
+                      st.label_for("theory_bayes"), ms=6)
+        note_flagged(ax, "theory_bayes", se.get("reasons", []))
+    differ = np.nan_to_num(se["differ"]) > 0.5
+    if differ.any():
+        for name, ls, lab in (("informed", "-", "SE from the informed start"),
+                              ("uninformed", "--", "SE from the uninformed start")):
+            y = se[name]
+            good = np.isfinite(y)
+            ax.plot(x[good], y[good], ls, color="0.35", lw=1.2, label=lab, zorder=2)
+    for lo, hi in hard_windows(x, np.nan_to_num(se["hard"])):
+        ax.axvspan(lo, hi, color="C1", alpha=0.15, lw=0,
+                   label="hard phase of the state evolution")
+
+
+def with_flags(se: dict[str, np.ndarray] | None, ds: xr.Dataset | None
+                ) -> dict[str, np.ndarray] | None:
+    """The state evolution with its flagged points (``converged`` false) and their reasons."""
+    if se is None or ds is None or "converged" not in ds:
+        return se
+    sub = largest_size(ds, "theory_bayes")
+    flag = flagged_of(sub)
+    if flag is None:
+        return se
+    flag = flag.squeeze(drop=True)
+    if flag.ndim != 1:
+        return se
+    return {**se, "flagged": np.asarray(flag.values, bool), "reasons": flag_reasons(sub)}
+
+
+def _draw_markers(ax: Axes, ds: xr.Dataset, m: str, theory: xr.Dataset | None = None,
+                  dodge: tuple[int, int, float] | None = None) -> None:
+    """One marker family at every size it ran; ``dodge = (first slot, slots, unit)`` shifts
+    each (method, size) series by ``unit`` along ``alpha`` so that series of a panel with
+    equal values stand side by side (default: 2.5% of ``alpha`` between sizes)."""
+    st = style(m)
+    sizes = sizes_of(ds, m)
+    for i, size in enumerate(sizes):
+        sub = ds.sel({"method": m, **size})
+        mean, sem = stats_of(sub, theory=theory)
+        mean, sem = mean.squeeze(drop=True), sem.squeeze(drop=True)
+        if mean.ndim != 1 or "alpha" not in mean.dims or not _finite(mean):
+            continue
+        x, y, e = mean["alpha"].values, mean.values, np.nan_to_num(sem.values)
+        ok = np.isfinite(y)
+        flag = flagged_of(sub, theory)
+        bad = np.zeros(ok.shape, bool)
+        if flag is not None:
+            flag = flag.squeeze(drop=True)
+            if flag.shape == ok.shape:
+                bad = np.asarray(flag.values, bool) & ok
+        rank = (i + 1) / len(sizes)  # smaller sizes lighter and smaller
+        lab = label_of(m) + (f", {size_label(size)}" if len(sizes) > 1 or size else "")
+        xj = (xjitter(x, i, len(sizes)) if dodge is None
+              else x + dodge[2] * (dodge[0] + i - (dodge[1] - 1) / 2))
+        good = ok & ~bad
+        if good.any():
+            ax.errorbar(xj[good], y[good], yerr=e[good], fmt=st.marker, color=color_of(m),
+                        capsize=3, ms=4 + 3 * rank, alpha=0.45 + 0.55 * rank,
+                        mfc=None if st.filled else "white", label=lab, zorder=st.zorder + 1)
+        if bad.any():
+            draw_flagged(ax, xj[bad], y[bad], e[bad], st.marker, lab, ms=4 + 3 * rank)
+            note_flagged(ax, m.split(":")[0], flag_reasons(sub))
+        if "oracle_error" in sub and m.split(":")[0] == "bayes_sampling":
+            om, os_ = stats_of(sub, "oracle_error")
+            om, os_ = om.squeeze(drop=True), os_.squeeze(drop=True)
+            if om.ndim == 1 and _finite(om):
+                ok = np.isfinite(om.values)
+                ax.errorbar(xj[ok], om.values[ok],
+                            yerr=np.nan_to_num(os_.values)[ok], fmt="x", color="0.45",
+                            capsize=2, ms=6, zorder=st.zorder,
+                            label="oracle (teacher known), same test set"
+                            + (f", {size_label(size)}" if len(sizes) > 1 else ""))
+
+
+def _draw_line(ax: Axes, ds: xr.Dataset, m: str) -> None:
+    st = style(m)
+    sub = largest_size(ds, m)
+    mean, sem = stats_of(sub)
+    mean, sem = mean.squeeze(drop=True), sem.squeeze(drop=True)
+    if mean.ndim != 1 or "alpha" not in mean.dims or not _finite(mean):
+        return
+    x, y, e = mean["alpha"].values, mean.values, np.nan_to_num(sem.values)
+    ok = np.isfinite(y)
+    lam = ""
+    if "lam" in ds.dims:
+        te = ds["test_error"].sel({"method": m})
+        finite = np.isfinite(te).any([d for d in te.dims if d != "lam"]).values
+        vals = [fmt_value("lam", v).split("=")[1] for v, f in
+                zip(ds["lam"].values.tolist(), finite, strict=True) if f]
+        lam = (f", \u03bb={vals[0]}" if len(vals) == 1 and vals[0] not in TUNED_LABELS
+               else ", \u03bb optimal")
+    ax.plot(x[ok], y[ok], st.linestyle, color=color_of(m), label=label_of(m) + lam,
+            lw=2 if st.color == "k" else 1.6, zorder=st.zorder, marker="." if ok.sum() < 4
+            else None)
+    ax.fill_between(x[ok], (y - e)[ok], (y + e)[ok], color=color_of(m), alpha=0.15, lw=0)
+    flag = flagged_of(sub)
+    if flag is not None:
+        flag = flag.squeeze(drop=True)
+        if flag.shape == ok.shape and (bad := ok & np.asarray(flag.values, bool)).any():
+            draw_flagged(ax, x[bad], y[bad], e[bad], "o", label_of(m), ms=6)
+            note_flagged(ax, m.split(":")[0], flag_reasons(sub))
+
+
+# lam labels of a theory's optimum (one spelling in the figures: "lam optimal")
+TUNED_LABELS = ("optimal", "auto", "replica", "validation")
+
+
+_RISK_CACHE: dict[tuple, tuple[float, float]] = {}
+
+
+def bayes_risk_line(results: Results, sel: Mapping[str, object]
+                    ) -> tuple[float, float, str] | None:
+    """The Bayes risk (``alpha -> inf``) at a setting with its standard error and where it
+    comes from: the results' ``population:bayes`` when they hold it, else computed here by
+    Monte Carlo (:func:`bayesslr.population.method.bayes_risk`, 200 000 samples, seed 0; a
+    second or two), so that every panel of the finite-sample figure has its limit."""
+    have = bayes_risk_at(results, sel)
+    if have is not None:
+        return have[0], have[1], "population"
+    try:
+        from bayesslr.core.task import make_task
+        from bayesslr.population.method import bayes_risk
+
+        L = str(sel.get("L", ""))
+        key = (sel.get("variant"), L, float(sel.get("nu", math.nan)))
+        if key not in _RISK_CACHE:
+            law = "," in L or ":" in L
+            task = make_task(str(sel["variant"]), L=3 if law else int(L),
+                             L_dist=L if law else None, nu=float(sel["nu"]), delta=0.0)
+            r = bayes_risk(task, samples=200_000, seed=0)
+            _RISK_CACHE[key] = (float(r.excess_risk), float(r.stderr))
+        v, e = _RISK_CACHE[key]
+        return v, e, "computed"
+    except Exception:  # a setting the population method cannot take: no line
+        return None
+
+
+def error_vs_alpha(results: Results) -> Figure:
+    """Test excess error against ``alpha``, one panel per (variant, L, nu, delta): the
+    Bayes-optimal state evolution (both branches where they differ, the hard window shaded),
+    replica lines (``theory_erm:*`` at their optimal ``lam`` or the ``lam`` run), finite-``D``
+    markers with error bars at every size run (``erm:*`` at the ``lam`` chosen without the
+    test data, ``bayes_sampling`` with its oracle, ``amp``, ...) and the Bayes risk
+    (``population:bayes``, the ``alpha -> inf`` limit; computed here when the results lack
+    it) in every panel; each family drawn with its registry plot style; flagged cells hollow
+    grey."""
+    fams = finite_sample_groups(results)
+    if not fams:
+        raise NothingToPlot("no finite-sample method (erm, theory_erm, bayes_sampling, "
+                            "theory_bayes, ...) in the results")
+    theory_all = groups(results).get("theory_erm")
+    panels = []
+    for sel in settings(fams.values(), keep=("alpha",)):
+        subs = {f: s for f, ds in fams.items() if (s := select(ds, sel)) is not None}
+        subs = {f: s for f, s in subs.items() if methods_of(s, f)}
+        if subs:
+            panels.append((sel, subs, bayes_risk_line(results, sel)))
+    if not panels:
+        raise NothingToPlot("no setting has finite-sample results")
+    fig, axes = panel_grid(len(panels), cols=3, width=5.0, height=4.0)
+    for ax, (sel, subs, limit) in zip(axes, panels, strict=True):
+        theory = select(theory_all, sel) if theory_all is not None else None
+        # every marker series of the panel (method x size) side by side, 1.2% of the alpha
+        # range apart: estimators with equal errors at small alpha would hide each other
+        series = [(f, m) for f, sub in subs.items() for m in methods_of(sub, f)
+                  if f != "theory_bayes" and style(m).kind != "line"]
+        slots = [len(sizes_of(subs[f], m)) for f, m in series]
+        alphas = np.concatenate([np.asarray(sub["alpha"].values, float)
+                                 for sub in subs.values() if "alpha" in sub.dims])
+        unit = 0.012 * float(np.ptp(alphas)) if alphas.size > 1 else 0.0
+        for fam, sub in subs.items():
+            for m in methods_of(sub, fam):
+                if fam == "theory_bayes":
+                    se = with_flags(state_evolution_lines(sub), sub)
+                    if se is not None:
+                        draw_state_evolution(ax, se)
+                elif style(m).kind == "line":
+                    _draw_line(ax, sub, m)
+                else:
+                    k = series.index((fam, m))
+                    _draw_markers(ax, sub, m, theory, (sum(slots[:k]), sum(slots), unit))
+        if limit is not None:
+            ax.axhline(limit[0], color="k", ls=":", lw=1.2,
+                       label="Bayes risk (\u03b1\u2192\u221e, population"
+                       + (", computed by the report)" if limit[2] == "computed" else ")"))
+            ax.axhspan(limit[0] - limit[1], limit[0] + limit[1], color="k", alpha=0.08, lw=0)
+        ax.set_xlabel("sample ratio \u03b1 = N/D")
+        ax.set_ylabel("test excess error")
+        ax.set_title(title_of(sel), fontsize=10)
+        ax.grid(alpha=0.3)
+    legend_below(fig, axes)
+    figure_title(fig, "Test excess error against the sample ratio \u03b1")
+    return fig

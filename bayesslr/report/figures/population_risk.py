@@ -1,0 +1,181 @@
+"""The population figures (docs/model.md §3; the paper's population figure, docs/paper.md):
+population excess risk of each activation and the Bayes risk against ``nu`` or ``L``."""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+
+from bayesslr.report.figures.style import (
+    NothingToPlot,
+    color_of,
+    draw_flagged,
+    figure_title,
+    label_of,
+    legend_below,
+    note_flagged,
+    panel_grid,
+    plain_log,
+    style,
+    title_of,
+)
+from bayesslr.results.query import Results, groups, largest_size, methods_of, settings, stats_of
+
+
+def _collapse(mean: xr.DataArray, sem: xr.DataArray, keep: str
+              ) -> tuple[xr.DataArray, xr.DataArray]:
+    """Drop the dims other than ``keep`` that a population result does not depend on (older
+    datasets broadcast it along ``alpha``): take the first index holding a finite value."""
+    for d in [d for d in mean.dims if d != keep]:
+        other = [o for o in mean.dims if o != d]
+        finite = np.isfinite(mean).any(other).values if other else np.isfinite(mean).values
+        i = int(np.argmax(finite))
+        mean, sem = mean.isel({d: i}, drop=True), sem.isel({d: i}, drop=True)
+    return mean, sem
+
+
+def population_series(results: Results, dim: str
+                      ) -> list[tuple[dict[str, object], dict[str, dict[str, np.ndarray]]]]:
+    """The population results as series against ``dim`` (``"nu"`` or ``"L"``), one entry per
+    setting of the other dims: ``(setting, {method: {"x", "mean", "se", "at_bound"}})``, only
+    methods with at least two finite points (``x`` holds the coordinate values)."""
+    ds = groups(results).get("population")
+    methods = methods_of(ds, "population")
+    if not methods or dim not in ds.dims or ds.sizes[dim] < 2:
+        return []
+    out = []
+    for sel in settings(ds, keep=(dim,)):
+        sub = ds.sel(sel)
+        lines = {}
+        for m in methods:
+            one = largest_size(sub, m)
+            mean, sem = stats_of(one)
+            mean, sem = _collapse(mean.squeeze(drop=True), sem.squeeze(drop=True), keep=dim)
+            bound, _ = stats_of(one, "at_bound")
+            bound, _ = _collapse(bound.squeeze(drop=True), bound.squeeze(drop=True), keep=dim)
+            conv, _ = stats_of(one, "converged")
+            conv, _ = _collapse(conv.squeeze(drop=True), conv.squeeze(drop=True), keep=dim)
+            if mean.ndim == 1 and int(np.isfinite(mean.values).sum()) >= 2:
+                lines[m] = {"x": mean[dim].values, "mean": mean.values, "se": sem.values,
+                            "at_bound": np.nan_to_num(bound.values) > 0.5
+                            if bound.ndim == 1 else np.zeros(mean.shape, bool),
+                            "flagged": np.asarray(conv.values < 0.5, bool)
+                            if conv.ndim == 1 and conv.shape == mean.shape
+                            else np.zeros(mean.shape, bool)}
+        if lines:
+            out.append((sel, lines))
+    return out
+
+
+def _L_positions(labels: np.ndarray) -> tuple[np.ndarray, list[str], float | None]:
+    """x positions of length labels: fixed lengths at their value, length laws after them
+    (one unit apart); returns (positions, tick labels, where the laws start)."""
+    fixed = [int(s) for s in labels if "," not in str(s) and ":" not in str(s)]
+    right = max(fixed) if fixed else 0
+    pos, ticks, k = [], [], 0
+    for s in labels:
+        s = str(s)
+        if "," in s or ":" in s:
+            k += 1
+            pos.append(right + 0.5 + k)
+            ticks.append("U{" + s + "}" if ":" not in s else s)
+        else:
+            pos.append(int(s))
+            ticks.append(s)
+    return np.asarray(pos, float), ticks, (right + 0.75 if k and fixed else None)
+
+
+def _population_vs(results: Results, dim: str) -> Figure:
+    ds = groups(results).get("population")
+    if not methods_of(ds, "population"):
+        raise NothingToPlot("no population:* method in the results")
+    if dim not in ds.dims or ds.sizes[dim] < 2:
+        raise NothingToPlot(f"the population results have fewer than two values of {dim}")
+    panels = population_series(results, dim)
+    if not panels:
+        raise NothingToPlot(f"no setting has population results at two values of {dim}")
+    fig, axes = panel_grid(len(panels), cols=3)
+    any_bound = False
+    for ax, (sel, lines) in zip(axes, panels, strict=True):
+        if dim == "L":  # positions of the lengths this panel has
+            present = [str(v) for i, v in enumerate(next(iter(lines.values()))["x"])
+                       if any(np.isfinite(s["mean"][i]) for s in lines.values())]
+            pos, ticks, split = _L_positions(np.asarray(present))
+            where = dict(zip(present, pos, strict=True))
+        for m, s in lines.items():
+            x = s["x"]
+            if dim == "L":
+                xs = np.array([where.get(str(v), np.nan) for v in x])
+            else:
+                xs = np.asarray(x, float)
+            ok = np.isfinite(s["mean"])
+            is_law = np.array(["," in str(v) or ":" in str(v) for v in x]) if dim == "L" \
+                else np.zeros(len(x), bool)
+            kw = ({"ls": "--", "lw": 2, "zorder": 3, "marker": "None"}
+                  if m == "population:bayes" else {"marker": style(m).marker, "ms": 5})
+            lab = "Bayes risk" if m == "population:bayes" else label_of(m)
+            line = ok & ~is_law
+            # the activations side by side (equal risks, e.g. at L = 1, would hide each other)
+            k = list(lines).index(m)
+            if m != "population:bayes":
+                off = k - (len(lines) - 1) / 2
+                xs_line = xs + 0.06 * off if dim == "L" else xs * 1.06 ** off
+            else:
+                xs_line = xs
+            cont = ax.errorbar(xs_line[line], s["mean"][line],
+                               yerr=np.nan_to_num(s["se"][line]), color=color_of(m), label=lab,
+                               capsize=2, **kw)
+            bad = line & s["flagged"]
+            if bad.any():  # the optimiser did not converge there: a hollow grey marker instead
+                cont.lines[0].set_markevery([i for i, b in enumerate(bad[line]) if not b])
+                draw_flagged(ax, xs_line[bad], s["mean"][bad], np.nan_to_num(s["se"][bad]),
+                              style(m).marker if m != "population:bayes" else "o", lab, ms=6)
+                note_flagged(ax, "population", ["optimiser not converged"])
+            law = ok & is_law
+            if law.any():  # side by side, so that close values do not hide each other
+                shift = 0.12 * (list(lines).index(m) - (len(lines) - 1) / 2)
+                ax.errorbar(xs[law] + shift, s["mean"][law], yerr=np.nan_to_num(s["se"][law]),
+                            color=color_of(m), fmt="D" if m != "population:bayes" else "_",
+                            ms=6 if m != "population:bayes" else 14, capsize=2, mew=2)
+            bound = ok & s["at_bound"]
+            if bound.any():
+                any_bound = True
+                ax.plot(xs_line[bound], s["mean"][bound], "v", mfc="none", mec=color_of(m), ms=11,
+                        mew=1.5, zorder=4)
+        if dim == "L":
+            ax.set_xticks(pos, ticks)
+            if split is not None:
+                ax.axvline(split, color="0.6", lw=0.8, ls=":")
+            ax.set_xlabel("sequence length L (U{...}: variable length)")
+        else:
+            ax.set_xlabel("signal strength \u03bd")
+        ax.set_ylabel("population excess risk")
+        if dim == "nu" and all(np.nanmin(s["mean"]) > 0 for s in lines.values()):
+            plain_log(ax)
+        if dim == "nu":  # nu from 0.25 to 10: a log axis spreads the small values apart
+            plain_log(ax, "x")
+        ax.set_title(title_of(sel), fontsize=10)
+        ax.grid(alpha=0.3)
+    bound = Line2D([], [], ls="none", marker="v", mfc="none", mec="0.3", ms=9,
+                   label="optimum at |k|\u2192\u221e: value is an upper bound")
+    extra = [bound] if any_bound else []
+    legend_below(fig, axes, extra)
+    what = "signal strength \u03bd" if dim == "nu" else "sequence length L"
+    figure_title(fig, f"Population excess risk against {what}")
+    return fig
+
+
+def population_vs_nu(results: Results) -> Figure:
+    """Population excess risk of each activation (and the Bayes risk) against ``nu``, one panel
+    per (variant, L); an open downward triangle marks a value at the optimiser's bound
+    (``at_bound``: an upper bound on the infimum)."""
+    return _population_vs(results, "nu")
+
+
+def population_vs_L(results: Results) -> Figure:
+    """Population excess risk of each activation (and the Bayes risk) against ``L``, one panel
+    per (variant, nu): fixed lengths joined by lines, length laws (``U{1,2,3}``) as diamonds
+    to the right of the dotted separator."""
+    return _population_vs(results, "L")
