@@ -333,8 +333,8 @@ class ReportRole:
     Attributes
     ----------
     finite_sample : int, optional
-        Drawing order of its curves or markers in the error-vs-``alpha`` figures (lower
-        first); families with an ``alpha`` dimension and no order are drawn after the others.
+        Drawing order of its curves or markers in the error-vs-``alpha`` figures and the
+        finite-sample table (lower first); ``None``: the family is not drawn there.
     leaderboard : int, optional
         Its place on the inference leaderboard (budgeted samplers, ERM and GAMP against the
         Bayes-optimal reference); ``None``: not on it.
@@ -345,12 +345,21 @@ class ReportRole:
     claims : callable, optional
         ``claims(results) -> list of Verdict``: its own verdicts, a section of
         ``verdicts.txt`` headed by the family's name.
+    trajectories : bool
+        Its cells are optimiser trajectories (``step`` outputs named ``trajectory_<overlap>``)
+        drawn in the gradient-dynamics figure and read by its verdict.
     """
 
     finite_sample: int | None = None
     leaderboard: int | None = None
     figures: Mapping[str, Callable[[Any], Any]] = field(default_factory=dict)
     claims: Callable[[Any], list[Any]] | None = None
+    trajectories: bool = False
+
+
+def trajectory_families() -> tuple[str, ...]:
+    """Families whose report role declares ``trajectories``."""
+    return tuple(f for f, s in families().items() if s.report.trajectories)
 
 
 def report_order(role: str) -> tuple[str, ...]:

@@ -698,3 +698,18 @@ def test_families_enter_error_vs_alpha_only_by_their_report_role(plugin, tmp_pat
         assert tables.finite_sample_table(results).empty
         with pytest.raises(NothingToPlot):
             error_vs_alpha(results)
+
+
+def test_families_enter_the_trajectory_figure_only_by_their_report_role(tree):
+    """The gradient-dynamics figure takes the families whose ReportRole declares
+    ``trajectories`` (gd), not any group that happens to hold ``trajectory_*`` data: the same
+    group under the plugin family's name is left out."""
+    from bayesslr.registry import trajectory_families
+    from bayesslr.results.query import groups, trajectory_groups
+
+    assert trajectory_families() == ("gd",)
+    gd = groups(tree)["gd"]
+    assert set(trajectory_groups({"gd": gd})) == {"gd"}
+    assert trajectory_groups({"sweeptest": gd}) == {}
+    with pytest.raises(NothingToPlot):
+        FIGURES["gd_trajectories"]({"sweeptest": gd})

@@ -480,7 +480,7 @@ def _gd_cost(cell: Cell, opts: Mapping[str, Any]) -> float:
                 for v in TRAJECTORY_VARS)),
           cost=_gd_cost, memory=_gd_memory, check=lambda c, o: _check_fixed_lam(c),
           plot=PlotStyle(kind="line", label="{activation} (GD)", linestyle="--"),
-          version="1")
+          report=ReportRole(trajectories=True), version="1")
 def gd_cell(cell: Cell, opts: Mapping[str, Any]) -> dict[str, Any]:
     """Registered method ``gd:<activation>``: one GD / Adam trajectory (options
     :data:`GD_SCHEMA`); final values as scalars, the records as lists along ``step``."""

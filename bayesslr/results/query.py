@@ -15,6 +15,8 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import xarray as xr
 
+from bayesslr.registry import trajectory_families
+
 SETTING_DIMS = ("variant", "L", "nu", "delta")
 
 
@@ -321,9 +323,10 @@ def state_evolution_lines(ds: xr.Dataset) -> dict[str, np.ndarray] | None:
 
 
 def trajectory_groups(results: Results) -> dict[str, xr.Dataset]:
-    """The trajectory families (``gd`` and any other with a ``step`` dimension)."""
-    return {f: ds for f, ds in groups(results).items() if is_trajectory(ds)
-            and "trajectory_m_k" in ds}
+    """The trajectory families: those whose registry ``ReportRole`` declares ``trajectories``
+    (``gd``), with recorded trajectories in the results."""
+    return {f: ds for f, ds in groups(results).items() if f in trajectory_families()
+            and is_trajectory(ds) and "trajectory_m_k" in ds}
 
 
 def _run_dims(ds: xr.Dataset) -> list[str]:
