@@ -21,7 +21,8 @@ import pytest
 
 from bayesslr.bayes import arviz_adapter
 from bayesslr.bayes.model import model_spec
-from bayesslr.bayes.sampler import init_params, potential_fn_gen
+from bayesslr.bayes.nuts import potential_fn_gen
+from bayesslr.bayes.sampler import init_params
 from bayesslr.core.task import ConfigError, make_task
 from bayesslr.inference import ground_truth as ref
 from bayesslr.inference.evaluate import per_input_errors, score, task_data
