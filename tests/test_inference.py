@@ -281,7 +281,7 @@ def test_quick_preset_runs_and_its_figures_are_drawn(tmp_path, monkeypatch):
     records = []
     for cell in cells:
         res = run_cell(cell)
-        budget = parse_method(cell.activation)[2]
+        budget = parse_method(cell.member)[2]
         assert res["grad_evals"] >= budget * 0.9
         assert res["reference_source"] == "nuts_long" and res["reference_paired"]
         records.append({"cell": {**json_cell(cell)}, "status": "ok", "result": res})
