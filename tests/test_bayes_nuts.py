@@ -40,10 +40,14 @@ def test_kernel_is_numpyro_hmc(tiny, algo):
     init_kernel, sample_kernel = hmc(potential_fn_gen=gen, algo=algo)
     kw = {"max_tree_depth": 5} if algo == "NUTS" else {"trajectory_length": 1.0}
     key = jax.random.key(5)
-    a = layer.init(key, z0, args)
-    b = init_kernel(z0, 4, target_accept_prob=0.9, model_args=args, rng_key=key, **kw)
+    a = jax.jit(layer.init)(key, z0, args)
+    b = jax.jit(lambda key, z0, args: init_kernel(z0, 4, target_accept_prob=0.9,
+                                                  model_args=args, rng_key=key, **kw))(
+        key, z0, args)
+    step_a = jax.jit(layer.step)
+    step_b = jax.jit(lambda st, args: sample_kernel(st, model_args=args))
     for _ in range(8):  # 4 warm-up (adapting) iterations, then 4 with the adaptation frozen
-        a, b = layer.step(a, args), sample_kernel(b, model_args=args)
+        a, b = step_a(a, args), step_b(b, args)
         for x, y in ((a.z["k"], b.z["k"]), (a.z["v"], b.z["v"]),
                      (a.potential_energy, b.potential_energy),
                      (a.adapt_state.step_size, b.adapt_state.step_size)):
