@@ -2,8 +2,10 @@
 
 This is the single code path shared by the sweep runner (:mod:`bayesslr.sweep`), the single-run
 CLI verbs (one per family, generated from its entry: each is a sweep of cells), the report and
-the Python API. A method is named ``family`` or ``family:activation`` (``erm:softmax``,
-``population:bayes``, ``theory_bayes``, ``bayes_sampling``).
+the Python API. A method is named ``family`` or ``family:member`` (``theory_bayes``,
+``bayes_sampling``; ``erm:softmax``, ``population:bayes``, whose members are activations;
+``inference:nuts-random-1e5``, whose members are algorithm-start-budget runs): each family
+declares what its members are (:attr:`MethodSpec.member_kind`).
 
 A family is registered once, with :func:`register`, and its :class:`MethodSpec` holds each fact
 about it in one place: the option schema (names, types, ranges, defaults;
@@ -39,7 +41,7 @@ class Cell:
     Attributes
     ----------
     method : str
-        ``family`` or ``family:activation``.
+        ``family`` or ``family:member`` (:attr:`member`).
     variant, L, nu, delta :
         Task settings (``L`` is a length label: ``"3"`` or ``"1,2,3"``; ``nu`` may be ``inf``).
     alpha : float or None
@@ -81,9 +83,18 @@ class Cell:
         return self.method.split(":", 1)[0]
 
     @property
-    def activation(self) -> str | None:
+    def member(self) -> str | None:
+        """The part of ``method`` after ``:`` (None if there is none); what it names is the
+        family's :attr:`MethodSpec.member_kind` (an activation, or e.g. the inference
+        benchmark's ``algorithm-start-budget``)."""
         parts = self.method.split(":", 1)
         return parts[1] if len(parts) == 2 else None
+
+    @property
+    def activation(self) -> str | None:
+        """:attr:`member` as the families whose members are activations read it
+        (``erm:softmax`` -> ``softmax``)."""
+        return self.member
 
     def dimension(self) -> int:
         """``D``, or ``round(sqrtND / sqrt(alpha))`` under the paper's sizing."""
@@ -196,7 +207,7 @@ class PlotStyle:
     kind : {"line", "marker"}
         A curve (theory, ``D -> inf``) or markers with error bars (finite-``D`` estimates).
     label : str
-        Legend label; ``{activation}`` is replaced by the method's activation.
+        Legend label; ``{member}`` (or ``{activation}``) is replaced by the method's member.
     marker, linestyle : str
         Matplotlib marker and line style.
     color : str, optional
@@ -217,7 +228,7 @@ class PlotStyle:
 
     def label_for(self, method: str) -> str:
         family, _, act = method.partition(":")
-        return self.label.format(family=family, activation=act or family)
+        return self.label.format(family=family, member=act or family, activation=act or family)
 
     def color_for(self, method: str) -> str:
         if self.color is not None:
@@ -417,7 +428,10 @@ class MethodSpec:
         ``fn(cell, opts) -> dict`` of scalar outputs; ``opts`` are the cell's options
         validated by ``schema`` with the defaults filled in.
     activations : tuple of str
-        Allowed ``:activation`` suffixes (empty: the family takes none).
+        Allowed ``:member`` suffixes (empty: the family takes none); activations unless
+        ``member_kind`` says otherwise.
+    member_kind : str
+        What the members are: ``"activation"``, or the family's own word.
     needs : tuple of str
         Cell fields that must be set (``"D"`` is satisfied by ``sqrtND`` too).
     description : str
@@ -457,6 +471,7 @@ class MethodSpec:
     family: str
     fn: MethodFn
     activations: tuple[str, ...] = ()
+    member_kind: str = "activation"
     needs: tuple[str, ...] = ()
     description: str = ""
     schema: Schema = Schema("")
@@ -508,7 +523,8 @@ FAMILY_MODULES: dict[str, str] = {
 
 
 def register(family: str, *, schema: Schema | None = None, activations: tuple[str, ...] = (),
-             needs: tuple[str, ...] = (), description: str = "",
+             member_kind: str = "activation", needs: tuple[str, ...] = (),
+             description: str = "",
              outputs: tuple[Output, ...] = (), cost: CostFn | None = None,
              memory: MemoryFn | None = None, check: CheckFn | None = None,
              plot: PlotStyle | None = None, version: str = "1",
@@ -525,7 +541,7 @@ def register(family: str, *, schema: Schema | None = None, activations: tuple[st
         if dims is not None:
             kw["dims"] = tuple(dims)
         _REGISTRY[family] = MethodSpec(
-            family, fn, tuple(activations), tuple(needs), description,
+            family, fn, tuple(activations), str(member_kind), tuple(needs), description,
             schema.renamed(family) if schema is not None else Schema(family),
             tuple(outputs), cost or _no_cost, memory or _no_memory, check,
             plot or PlotStyle(), str(version), batch=batch, batch_key=batch_key, cli=cli,
@@ -541,7 +557,7 @@ def _load(family: str) -> None:
 
 
 def get_method(method: str) -> MethodSpec:
-    """Resolve ``family[:activation]`` to its :class:`MethodSpec`, validating the suffix."""
+    """Resolve ``family[:member]`` to its :class:`MethodSpec`, validating the suffix."""
     if not isinstance(method, str):
         raise ConfigError(f"method={method!r} is not a method name; allowed: text such as "
                           "'erm:softmax'")
@@ -552,8 +568,9 @@ def get_method(method: str) -> MethodSpec:
         raise ConfigError(f"method={method!r} is unknown; allowed families: {', '.join(known)}")
     spec = _REGISTRY[family]
     if spec.activations and act not in spec.activations:
-        raise ConfigError(
-            f"method={method!r} needs an activation; allowed: " + ", ".join(spec.methods))
+        kind = spec.member_kind
+        raise ConfigError(f"method={method!r} needs {'an' if kind[0] in 'aeiou' else 'a'} "
+                          f"{kind}; allowed: " + ", ".join(spec.methods))
     if not spec.activations and act:
         raise ConfigError(f"method={method!r}: family {family!r} takes no ':activation' suffix")
     return spec

@@ -31,7 +31,7 @@ import time
 
 import jax
 import pytest
-from bayesslr.bayes import sampler
+from bayesslr.bayes import nuts
 from bayesslr.bayes.model import marginal_model, model_spec
 from bayesslr.bayes.sampler import SamplerOptions, init_params, run_nuts
 from bayesslr.core.task import make_task, sample_task
@@ -73,7 +73,7 @@ def test_first_posterior(benchmark, bench_size):
     benchmark.group = "compile_nuts"
 
     def cold():
-        with cold_jax(sampler._compiled):
+        with cold_jax(nuts.compiled_run):
             return _run("vectorized", 1, D_, warmup, draws)
 
     benchmark.pedantic(cold, rounds=1)

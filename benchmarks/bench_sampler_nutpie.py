@@ -83,7 +83,8 @@ import pytest
 
 from bayesslr.bayes import arviz_adapter
 from bayesslr.bayes.model import model_spec
-from bayesslr.bayes.sampler import SamplerOptions, init_params, potential_fn_gen, run_nuts
+from bayesslr.bayes.nuts import potential_fn_gen
+from bayesslr.bayes.sampler import SamplerOptions, init_params, run_nuts
 from bayesslr.core.task import make_task, sample_task
 from benchutil import cold_jax, ratio, record, stat
 
@@ -460,7 +461,7 @@ def test_ours_first_posterior(benchmark, nut, jax_cache):
     """Ours: compile and sample one posterior with nothing compiled in memory; ``cold``: the
     persistent compilation cache off too; ``disk_cache``: on (filled by an untimed first call
     in this process)."""
-    from bayesslr.bayes import sampler
+    from bayesslr.bayes import nuts
 
     benchmark.group = "nutpie_first_posterior"
     if jax_cache == "disk_cache":
@@ -468,10 +469,10 @@ def test_ours_first_posterior(benchmark, nut, jax_cache):
 
     def first():
         if jax_cache == "cold":
-            with cold_jax(sampler._compiled):
+            with cold_jax(nuts.compiled_run):
                 return _ours(nut)
         jax.clear_caches()
-        sampler._compiled.cache_clear()
+        nuts.compiled_run.cache_clear()
         return _ours(nut)
 
     target = Timed(first)
@@ -543,12 +544,12 @@ def test_nutpie_sweep_recompiled(benchmark, nut):
 
 def test_ours_sweep(benchmark, nut):
     """Ours over the sweep: one cold compile (persistent cache off), then every posterior."""
-    from bayesslr.bayes import sampler
+    from bayesslr.bayes import nuts
 
     benchmark.group = "nutpie_sweep"
 
     def sweep():
-        with cold_jax(sampler._compiled):
+        with cold_jax(nuts.compiled_run):
             return [_ours(nut, seed=j) for j in range(len(nut["posts"]))]
 
     target = Timed(sweep)

@@ -58,7 +58,7 @@ def ratio(benchmark, key: str, num: float | None, den: float | None) -> float | 
 def cold_jax(*lru_caches):
     """No compiled function to reuse inside the block: JAX's in-memory caches cleared, the
     persistent compilation cache switched off, and ``lru_caches`` (functools caches of
-    compiled functions, e.g. ``bayesslr.bayes.sampler._compiled``) emptied; the persistent
+    compiled functions, e.g. ``bayesslr.bayes.nuts.compiled_run``) emptied; the persistent
     cache is switched back on afterwards."""
     import jax
     from jax._src import compilation_cache

@@ -21,7 +21,8 @@ import pytest
 
 from bayesslr.bayes import arviz_adapter
 from bayesslr.bayes.model import model_spec
-from bayesslr.bayes.sampler import init_params, potential_fn_gen
+from bayesslr.bayes.nuts import potential_fn_gen
+from bayesslr.bayes.sampler import init_params
 from bayesslr.core.task import ConfigError, make_task
 from bayesslr.inference import ground_truth as ref
 from bayesslr.inference.evaluate import per_input_errors, score, task_data
@@ -280,7 +281,7 @@ def test_quick_preset_runs_and_its_figures_are_drawn(tmp_path, monkeypatch):
     records = []
     for cell in cells:
         res = run_cell(cell)
-        budget = parse_method(cell.activation)[2]
+        budget = parse_method(cell.member)[2]
         assert res["grad_evals"] >= budget * 0.9
         assert res["reference_source"] == "nuts_long" and res["reference_paired"]
         records.append({"cell": {**json_cell(cell)}, "status": "ok", "result": res})

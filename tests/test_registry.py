@@ -10,7 +10,7 @@ import resource
 import pytest
 
 from bayesslr.core.task import ConfigError
-from bayesslr.registry import Cell, families, memory_limit, validate_cell
+from bayesslr.registry import Cell, families, get_method, memory_limit, validate_cell
 from conftest import run_cli
 
 HUGE = [
@@ -73,6 +73,19 @@ def test_every_family_declares_what_the_suite_needs():
         for opt in spec.schema.opts:
             assert opt.doc, (name, opt.name)
             assert opt.parse(opt.default) == opt.default or opt.default is None, (name, opt)
+
+
+@pytest.mark.parametrize("method,member,kind", [
+    ("erm:softmax", "softmax", "an activation"),
+    ("inference:nuts-random-1e5", "nuts-random-1e5", "an algorithm-start-budget"),
+])
+def test_a_member_is_what_its_family_declares(method, member, kind):
+    """The part after ':' is the cell's member; the family names what its members are."""
+    family = method.partition(":")[0]
+    assert Cell(method=method).member == member and Cell(method=family).member is None
+    assert families()[family].member_kind == kind.split()[1]
+    with pytest.raises(ConfigError, match=f"method='{family}' needs {kind}; allowed: "):
+        get_method(family)
 
 
 def test_memory_limit_override(monkeypatch):

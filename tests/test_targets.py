@@ -11,7 +11,7 @@ import pytest
 
 import bayesslr as bs
 from bayesslr.bayes.model import log_lik_bruteforce
-from bayesslr.bayes.sampler import potential_fn_gen
+from bayesslr.bayes.nuts import potential_fn_gen
 from bayesslr.core.task import ConfigError
 from bayesslr.inference.targets import parse_name, target_name
 

@@ -1,7 +1,9 @@
 """The Bayes-optimal estimator by sampling (docs/model.md §6).
 
 * :mod:`bayesslr.bayes.model`: NumPyro models (location marginalised; location enumerated);
-* :mod:`bayesslr.bayes.sampler`: NUTS driver, start strategies, diagnostics;
+* :mod:`bayesslr.bayes.nuts`: the NUTS layer (kernel, warm-ups, chain methods, diagnostics)
+  under both NUTS faces, this family's sampler and the inference benchmark's budgeted MCMC;
+* :mod:`bayesslr.bayes.sampler`: the ``bayes_sampling`` face: options, starts, annealing;
 * :mod:`bayesslr.bayes.warmup`: the NUTS transition and its gradient-based warm-up;
 * :mod:`bayesslr.bayes.predict`: posterior-mean predictions, test and oracle errors, overlaps;
 * :mod:`bayesslr.bayes.arviz_adapter`: the only module touching ArviZ;

@@ -1,4 +1,9 @@
-"""NUTS driver for the SLR posterior (docs/model.md §6): starts, chain methods, diagnostics.
+"""NUTS for the SLR posterior (docs/model.md §6), the ``bayes_sampling`` face of the NUTS layer.
+
+The kernel, its warm-ups, the chain methods and the diagnostics are
+:mod:`bayesslr.bayes.nuts`'s (shared with the budgeted :mod:`bayesslr.inference.mcmc`); this
+module holds the options, the starts, the fall-back of ``parallel`` chains, annealing and the
+result.
 
 * **Starts** (``init``): ``teacher`` (the planted ``(k*, v*)``, an exact posterior draw in this
   setting, so chains are at equilibrium from step 0), ``random`` (independent prior draws, one
@@ -17,11 +22,12 @@
   schedule, also offering ``mass="dense"``) for the same ESS of the draws. Measured in
   ``benchmarks/bench_sampler_levers.py`` and against nutpie in
   ``benchmarks/bench_sampler_nutpie.py`` (see ``benchmarks/README.md``).
-* **Compilation**: warm-up and sampling of all chains are one jitted function built from
-  NumPyro's NUTS trajectory builder and the model's log density, kept per static
-  configuration; data, weights, ``nu`` and ``Delta`` are traced arguments (NumPyro's
-  ``jit_model_args``), so seeds and data of one shape never recompile, and JAX's persistent
-  compilation cache keeps the executable across processes (:mod:`bayesslr.core.jaxconfig`).
+* **Compilation**: warm-up and sampling of all chains are one jitted function
+  (:func:`bayesslr.bayes.nuts.compiled_run`) built from NumPyro's NUTS trajectory builder and
+  the model's log density, kept per static configuration; data, weights, ``nu`` and
+  ``Delta`` are traced arguments (NumPyro's ``jit_model_args``), so seeds and data of one
+  shape never recompile, and JAX's persistent compilation cache keeps the executable across
+  processes (:mod:`bayesslr.core.jaxconfig`).
   (``MCMC.run`` retraces its loop on every call: about 5 s per posterior, measured.)
 * **Precision**: ``x64`` runs the sampler in float64; the data are generated before (in the
   caller's precision) and only cast, so both precisions see the same data.
@@ -29,22 +35,16 @@
 
 from __future__ import annotations
 
-import functools
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
-from numpyro.infer.hmc import hmc
-from numpyro.infer.util import log_density
 
-from bayesslr.bayes import arviz_adapter
-from bayesslr.bayes import warmup as _warmup
 from bayesslr.bayes.model import MODELS, ModelSpec, log_lik_samples
+from bayesslr.bayes.nuts import chain_diagnostics, compiled_run, model_args
 from bayesslr.core.jaxconfig import Array, PRNGKey
 from bayesslr.core.options import Validated, option, schema_of
 from bayesslr.core.task import ConfigError, Data, Teacher
@@ -216,81 +216,6 @@ class SampleResult(NamedTuple):
         }
 
 
-def potential_fn_gen(model: str, variant: str) -> Callable[..., Callable[[dict], Array]]:
-    """``(X, y, mask, weights, nu, delta) -> (params -> potential energy)`` of a NumPyro model.
-
-    The potential is minus the model's joint log density (``numpyro.infer.util.log_density``,
-    or funsor's enumerating version for the ``enumerated`` model); ``k`` and ``v`` are
-    unconstrained, so no Jacobian enters.
-    """
-    fn = functools.partial(MODELS[model], variant=variant)
-    if model == "enumerated":
-        from numpyro.contrib.funsor import enum
-        from numpyro.contrib.funsor import log_density as enum_log_density
-
-        enumerated = enum(fn, first_available_dim=-2)
-
-        def gen(*args):
-            return lambda params: -enum_log_density(enumerated, args, {}, params)[0]
-    else:
-        def gen(*args):
-            return lambda params: -log_density(fn, args, {}, params)[0]
-    return gen
-
-
-@functools.lru_cache(maxsize=32)
-def _compiled(model: str, variant: str, chains: int, warmup: int, draws: int, method: str,
-              target_accept: float, max_tree_depth: int, adapt: str = "grad",
-              mass: str = "diag", pool: bool = True) -> Callable[..., Any]:
-    """One compiled NUTS run (warm-up and sampling, all chains) per static configuration.
-
-    The data, weights, ``nu``, ``Delta``, keys and starts are arguments, so a new seed, new data
-    of the same shape or a new ``nu`` reuses the compiled function (``jit_model_args`` in
-    NumPyro's terms); JAX's persistent cache keeps it across processes.
-    """
-    gen = potential_fn_gen(model, variant)
-    axis = "chains" if (pool and method != "sequential" and chains > 1) else None
-
-    def one_chain_grad(key, z0, args):
-        pe_tree = gen(*args)
-        D = z0["k"].shape[-1]
-
-        def potential(zf):
-            return pe_tree({"k": zf[:D], "v": zf[D:]})
-
-        r = _warmup.run_warmup(potential, jnp.concatenate([z0["k"], z0["v"]]), key, warmup, draws,
-                        target_accept=target_accept, max_tree_depth=max_tree_depth,
-                        adapt_mass=(mass == "diag"), axis_name=axis)
-        return r.z[:, :D], r.z[:, D:], r.log_density, r.diverging, r.steps, r.steps_warmup, \
-            r.step_size
-
-    init_kernel, sample_kernel = hmc(potential_fn_gen=gen, algo="NUTS")
-
-    def one_chain_stan(key, z0, args):
-        state = init_kernel(z0, warmup, target_accept_prob=target_accept,
-                            max_tree_depth=max_tree_depth, adapt_mass_matrix=(mass != "none"),
-                            dense_mass=(mass == "dense"), model_args=args, rng_key=key)
-
-        # one scan over warm-up and sampling: NUTS is traced once (tracing dominates compile)
-        def step(st, _):
-            st = sample_kernel(st, model_args=args)
-            return st, (st.z, -st.potential_energy, st.diverging, st.num_steps)
-
-        state, (z, logp, div, steps) = lax.scan(step, state, None, length=warmup + draws)
-        steps_w = jnp.sum(steps[:warmup])
-        z = {n: a[warmup:] for n, a in z.items()}
-        logp, div, steps = logp[warmup:], div[warmup:], steps[warmup:]
-        return z["k"], z["v"], logp, div, steps, steps_w, state.adapt_state.step_size
-
-    one_chain = one_chain_grad if adapt == "grad" else one_chain_stan
-    if method == "parallel":
-        return jax.pmap(one_chain, in_axes=(0, 0, None), axis_name=axis)
-    if method == "sequential":
-        return jax.jit(lambda keys, z0, args: lax.map(lambda kz: one_chain(kz[0], kz[1], args),
-                                                      (keys, z0)))
-    return jax.jit(jax.vmap(one_chain, in_axes=(0, 0, None), axis_name=axis))
-
-
 def resolve_chain_method(requested: str, chains: int) -> str:
     """The chain method that will run: ``parallel`` needs one host device per chain."""
     if chains == 1:
@@ -319,8 +244,8 @@ def init_params(key: PRNGKey, init: str, chains: int, D: int,
 
 
 def run_nuts(key: PRNGKey, spec: ModelSpec, data: Data, options: SamplerOptions, *,
-                     start: dict[str, Array], init: str = "custom",
-                     weights: Array | None = None) -> SampleResult:
+             start: dict[str, Array], init: str = "custom",
+             weights: Array | None = None) -> SampleResult:
     """Run NUTS on the SLR posterior (docs/model.md §6) from ``start``.
 
     Parameters
@@ -357,7 +282,7 @@ def run_nuts(key: PRNGKey, spec: ModelSpec, data: Data, options: SamplerOptions,
         out = _run(key, spec, data, opts, method, start, weights, adapt)
     runtime = time.perf_counter() - t0
     k, v, logp, div, steps, steps_w, step_size = out
-    diag = arviz_adapter.diagnostics({"k": k, "v": v})
+    diag = chain_diagnostics(k, v)
     return SampleResult(
         k=k, v=v, log_density=logp, diverging=div, num_steps=steps, step_size=step_size,
         init=init, chain_method=method,
@@ -372,14 +297,10 @@ def _run(key: PRNGKey, spec: ModelSpec, data: Data, opts: SamplerOptions, method
          start: dict[str, Array], weights: Array | None, adapt: str):
     with jax.enable_x64(opts.x64):
         dtype = jnp.float64 if opts.x64 else jnp.float32
-        X = jnp.asarray(data.X, dtype)
-        y = jnp.asarray(data.y, dtype)
-        mask = jnp.asarray(data.mask, bool)
-        w = jnp.ones(y.shape, dtype) if weights is None else jnp.asarray(weights, dtype)
-        args = (X, y, mask, w, jnp.asarray(spec.nu, dtype), jnp.asarray(spec.delta, dtype))
-        fn = _compiled(opts.model, spec.variant, opts.chains, opts.warmup, opts.draws, method,
-                       opts.target_accept, opts.max_tree_depth, adapt, opts.mass,
-                       opts.pool)
+        args = model_args(spec, data, dtype, weights)
+        fn = compiled_run(opts.model, spec.variant, opts.chains, opts.warmup, opts.draws,
+                          method, opts.target_accept, opts.max_tree_depth, adapt, opts.mass,
+                          opts.pool)
         keys = jax.random.split(key, opts.chains)
         z0 = {n: jnp.asarray(start[n], dtype).reshape(opts.chains, -1) for n in ("k", "v")}
         out = jax.block_until_ready(fn(keys, z0, args))
@@ -416,8 +337,7 @@ def sample_anneal(key: PRNGKey, spec: ModelSpec, data: Data, options: SamplerOpt
     for j, f in enumerate(fractions):
         m = max(1, int(round(f * n)))
         w = (jnp.arange(n) < m).astype(jnp.float32)
-        res = run_nuts(keys[j + 1], spec, data, opts, start=start, init="anneal",
-                               weights=w)
+        res = run_nuts(keys[j + 1], spec, data, opts, start=start, init="anneal", weights=w)
         rungs.append({"n": m, **res.summary()})
         start = res.last()
     res = run_nuts(keys[-1], spec, data, opts, start=start, init="anneal")

@@ -162,7 +162,7 @@ def present(face: CliFace, cells: list[Cell], outs: list[dict[str, Any]],
     fields = {"variant": cell.variant, "L": cell.L, "nu": cell.nu, "delta": cell.delta,
               "alpha": cell.alpha, "D": cell.D if cell.D is not None else cell.dimension()
               if cell.sqrtND is not None else None, "sqrtND": cell.sqrtND, "lam": cell.lam,
-              "seed": cell.seed, "activation": cell.activation}
+              "seed": cell.seed, "activation": cell.member}
     head = {k: fields[k] for k in face.header}
     return {**head, **{face.rename.get(k, k): v for k, v in out.items()}}
 
@@ -175,8 +175,8 @@ def make_verb(spec: MethodSpec) -> Callable[..., None]:
         cells = build_cells(spec, face, values)
         outs = run_cells(cells)
         title = " ".join(face.verb or (spec.family,))
-        if cells[0].activation and "activation" in face.fields and not face.grid:
-            title = f"{title} {cells[0].activation}"
+        if cells[0].member and "activation" in face.fields and not face.grid:
+            title = f"{title} {cells[0].member}"
         emit(present(face, cells, outs, values), values["as_json"], title=title,
              columns=face.columns)
 

@@ -100,7 +100,7 @@ def reference_chains(t, mode: str) -> tuple[np.ndarray, np.ndarray, dict[str, An
         opt = SamplerOptions(chains=2, warmup=100, draws=100, target_accept=0.9)
     t0 = time.perf_counter()
     res = run_nuts(k_t, t.spec, data.train, opt, init="teacher",
-                           start=init_params(k_init, "teacher", opt.chains, t.D, data.teacher))
+                   start=init_params(k_init, "teacher", opt.chains, t.D, data.teacher))
     facts: dict[str, Any] = {
         "chains": opt.chains, "warmup": opt.warmup, "draws_per_chain": opt.draws,
         "target_accept": opt.target_accept, "adapt": opt.adapt, "start": "teacher",
@@ -123,8 +123,7 @@ def export(out: str | Path, *, names: list[str] | None = None, reference_draws: 
            thin: int = 8, log: Callable[[str], None] | None = print) -> dict[str, Any]:
     """Write the targets ``names`` (default: every stored one) under ``out``; resumable (a
     posterior whose files are all present is skipped). Returns a summary."""
-    import bayesslr
-    from bayesslr.inference.targets import target, targets
+    from bayesslr.inference.targets import targets
 
     stored = targets()
     names = list(stored) if names is None else list(names)
@@ -137,6 +136,15 @@ def export(out: str | Path, *, names: list[str] | None = None, reference_draws: 
                           "quick")
     out = Path(out)
     today = time.strftime("%Y-%m-%d")
+    _write_model(out, today)
+    written = [_export_posterior(out, bname, reference_draws, thin, log, today)
+               for bname in names]
+    return {"out": str(out), "posteriors": written, "reference_draws": reference_draws,
+            "thin": thin}
+
+
+def _write_model(out: Path, today: str) -> None:
+    """The one model: its PyMC code and its info."""
     code_rel = f"models/pymc/{MODEL_NAME}.py"
     code = (resources.files("bayesslr.export") / "slr_pymc.py").read_text()
     (out / "models" / "pymc").mkdir(parents=True, exist_ok=True)
@@ -158,77 +166,94 @@ def export(out: str | Path, *, names: list[str] | None = None, reference_draws: 
                    "(tests/test_targets_docs.py); no Stan code is shipped (not compiled and "
                    "checked here)",
         "added_by": ADDED_BY, "added_date": today})
-    written = []
-    for bname in names:
-        t = target(bname)
-        name = posteriordb_name(bname)
-        dn = data_name(bname)
-        post = out / "posteriors" / f"{name}.json"
-        draws_zip = out / "reference_posteriors" / "draws" / "draws" / f"{name}.json.zip"
-        if post.exists() and draws_zip.exists():
-            written.append({"name": name, "skipped": True})
-            continue
-        if log:
-            log(f"{name}: data, reference chains ({reference_draws}) ...")
-        _write_zip_json(out / "data" / "data" / f"{dn}.json.zip", f"{dn}.json", {
-            "N": t.N, "L": int(t.task.L_max), "D": t.D, "variant": t.task.variant,
-            "nu": t.task.nu, "delta": t.task.delta, "alpha": t.alpha, "seed": t.seed,
-            "X": t.data["X"].astype(float).tolist(), "y": t.data["y"].astype(float).tolist(),
-            "mask": t.data["mask"].astype(int).tolist()})
-        _write_json(out / "data" / "info" / f"{dn}.info.json", {
-            "name": dn, "title": f"SLR training data of {name}",
-            "description": f"N = {t.N} samples of L = {t.task.L_max} tokens in D = {t.D}, "
-                           f"drawn by bayesslr.sample_task(seed_key({t.seed}), ...) from the "
-                           "teacher; X float32 values stored as JSON numbers",
-            "data_file": f"data/data/{dn}.json", "keywords": ["bayesslr", "synthetic"],
-            "urls": [], "references": [], "added_by": ADDED_BY, "added_date": today})
-        k, v, facts = reference_chains(t, reference_draws)
-        k, v = k[:, ::thin], v[:, ::thin]
-        chains = [{**{f"k[{j + 1}]": k[c, :, j].tolist() for j in range(t.D)},
-                   **{f"v[{j + 1}]": v[c, :, j].tolist() for j in range(t.D)}}
-                  for c in range(k.shape[0])]
-        _write_zip_json(draws_zip, f"{name}.json", chains)
-        ref = t.reference
-        bayes = {"value": ref["bayes_error"], "stderr": ref["bayes_error_stderr"],
-                 "source": ref["source"], "checks_passed": ref["checks_passed"],
-                 "n_test": t.n_test, "oracle_error": ref["oracle_error"],
-                 "state_evolution_D_to_inf": ref["state_evolution"],
-                 "state_evolution_stderr": ref["state_evolution_stderr"]}
-        _write_json(out / "reference_posteriors" / "draws" / "info" / f"{name}.info.json", {
-            "name": name,
-            "inference": {"method": "NUTS (NumPyro, bayesslr.bayes.sampler) started at the "
-                                    "teacher" + (" (quick: NOT the reference's settings)"
-                                                 if reference_draws == "quick" else ""),
-                          "method_arguments": {**{k_: facts[k_] for k_ in (
-                              "chains", "warmup", "draws_per_chain", "target_accept",
-                              "adapt")}, "thin": thin}},
-            "diagnostics": {"r_hat_max": facts["r_hat_max"],
-                            "ess_bulk_min": facts["ess_bulk_min"],
-                            "ess_tail_min": facts["ess_tail_min"],
-                            "divergences": facts["divergences"],
-                            "ndraws": int(k.shape[1]), "nchains": int(k.shape[0])},
-            "checks_made_objects": {"reproduces_stored_reference":
-                                    facts.get("reproduces_stored_reference")},
-            "reference_figure": REFERENCE_FIGURE, "bayes_optimal_error": bayes,
-            "comments": "chains started at the teacher are at equilibrium from step 0 (planted "
-                        "setting); random starts stay in worse modes, which R-hat over these "
-                        "chains cannot show (docs/inference.md)",
-            "added_by": ADDED_BY, "added_date": today,
-            "versions": {"bayesslr": bayesslr.__version__}})
-        _write_json(post, {
-            "name": name, "bayesslr_target": bname, "model_name": MODEL_NAME,
-            "data_name": dn, "reference_posterior_name": name,
-            "dimensions": {"k": t.D, "v": t.D},
-            "keywords": ["bayesslr", "multimodal", "planted", "Bayes-optimal error known"],
-            "bayes_optimal_error": bayes, "reference_figure": REFERENCE_FIGURE,
-            "urls": ["https://arxiv.org/abs/2509.21936"], "references": [],
-            "added_by": ADDED_BY, "added_date": today})
-        written.append({"name": name, "skipped": False,
-                        "reference_seconds": round(facts["seconds"], 1),
-                        **({"max_abs_prediction_difference": facts[
-                            "reproduces_stored_reference"]["max_abs_prediction_difference"]}
-                           if "reproduces_stored_reference" in facts else {})})
-        if log:
-            log(f"{name}: written ({facts['seconds']:.0f} s)")
-    return {"out": str(out), "posteriors": written, "reference_draws": reference_draws,
-            "thin": thin}
+
+
+def _export_posterior(out: Path, bname: str, reference_draws: str, thin: int,
+                      log: Callable[[str], None] | None, today: str) -> dict[str, Any]:
+    """One target's data, reference draws and posterior (skipped when already written);
+    its line of the summary."""
+    from bayesslr.inference.targets import target
+
+    t = target(bname)
+    name = posteriordb_name(bname)
+    dn = data_name(bname)
+    post = out / "posteriors" / f"{name}.json"
+    draws_zip = out / "reference_posteriors" / "draws" / "draws" / f"{name}.json.zip"
+    if post.exists() and draws_zip.exists():
+        return {"name": name, "skipped": True}
+    if log:
+        log(f"{name}: data, reference chains ({reference_draws}) ...")
+    _write_data(out, t, name, dn, today)
+    k, v, facts = reference_chains(t, reference_draws)
+    k, v = k[:, ::thin], v[:, ::thin]
+    chains = [{**{f"k[{j + 1}]": k[c, :, j].tolist() for j in range(t.D)},
+               **{f"v[{j + 1}]": v[c, :, j].tolist() for j in range(t.D)}}
+              for c in range(k.shape[0])]
+    _write_zip_json(draws_zip, f"{name}.json", chains)
+    ref = t.reference
+    bayes = {"value": ref["bayes_error"], "stderr": ref["bayes_error_stderr"],
+             "source": ref["source"], "checks_passed": ref["checks_passed"],
+             "n_test": t.n_test, "oracle_error": ref["oracle_error"],
+             "state_evolution_D_to_inf": ref["state_evolution"],
+             "state_evolution_stderr": ref["state_evolution_stderr"]}
+    _write_draws_info(out, name, k.shape, facts, bayes, reference_draws, thin, today)
+    _write_json(post, {
+        "name": name, "bayesslr_target": bname, "model_name": MODEL_NAME,
+        "data_name": dn, "reference_posterior_name": name,
+        "dimensions": {"k": t.D, "v": t.D},
+        "keywords": ["bayesslr", "multimodal", "planted", "Bayes-optimal error known"],
+        "bayes_optimal_error": bayes, "reference_figure": REFERENCE_FIGURE,
+        "urls": ["https://arxiv.org/abs/2509.21936"], "references": [],
+        "added_by": ADDED_BY, "added_date": today})
+    if log:
+        log(f"{name}: written ({facts['seconds']:.0f} s)")
+    return {"name": name, "skipped": False, "reference_seconds": round(facts["seconds"], 1),
+            **({"max_abs_prediction_difference": facts[
+                "reproduces_stored_reference"]["max_abs_prediction_difference"]}
+               if "reproduces_stored_reference" in facts else {})}
+
+
+def _write_data(out: Path, t, name: str, dn: str, today: str) -> None:
+    """The target's training data and its info."""
+    _write_zip_json(out / "data" / "data" / f"{dn}.json.zip", f"{dn}.json", {
+        "N": t.N, "L": int(t.task.L_max), "D": t.D, "variant": t.task.variant,
+        "nu": t.task.nu, "delta": t.task.delta, "alpha": t.alpha, "seed": t.seed,
+        "X": t.data["X"].astype(float).tolist(), "y": t.data["y"].astype(float).tolist(),
+        "mask": t.data["mask"].astype(int).tolist()})
+    _write_json(out / "data" / "info" / f"{dn}.info.json", {
+        "name": dn, "title": f"SLR training data of {name}",
+        "description": f"N = {t.N} samples of L = {t.task.L_max} tokens in D = {t.D}, "
+                       f"drawn by bayesslr.sample_task(seed_key({t.seed}), ...) from the "
+                       "teacher; X float32 values stored as JSON numbers",
+        "data_file": f"data/data/{dn}.json", "keywords": ["bayesslr", "synthetic"],
+        "urls": [], "references": [], "added_by": ADDED_BY, "added_date": today})
+
+
+def _write_draws_info(out: Path, name: str, shape: tuple[int, ...], facts: dict[str, Any],
+                      bayes: dict[str, Any], reference_draws: str, thin: int,
+                      today: str) -> None:
+    """The reference draws' info: how they were made (``shape``: the kept draws'
+    ``(chains, draws, D)``), their diagnostics and the reference figure."""
+    import bayesslr
+
+    _write_json(out / "reference_posteriors" / "draws" / "info" / f"{name}.info.json", {
+        "name": name,
+        "inference": {"method": "NUTS (NumPyro, bayesslr.bayes.sampler) started at the "
+                                "teacher" + (" (quick: NOT the reference's settings)"
+                                             if reference_draws == "quick" else ""),
+                      "method_arguments": {**{k_: facts[k_] for k_ in (
+                          "chains", "warmup", "draws_per_chain", "target_accept",
+                          "adapt")}, "thin": thin}},
+        "diagnostics": {"r_hat_max": facts["r_hat_max"],
+                        "ess_bulk_min": facts["ess_bulk_min"],
+                        "ess_tail_min": facts["ess_tail_min"],
+                        "divergences": facts["divergences"],
+                        "ndraws": int(shape[1]), "nchains": int(shape[0])},
+        "checks_made_objects": {"reproduces_stored_reference":
+                                facts.get("reproduces_stored_reference")},
+        "reference_figure": REFERENCE_FIGURE, "bayes_optimal_error": bayes,
+        "comments": "chains started at the teacher are at equilibrium from step 0 (planted "
+                    "setting); random starts stay in worse modes, which R-hat over these "
+                    "chains cannot show (docs/inference.md)",
+        "added_by": ADDED_BY, "added_date": today,
+        "versions": {"bayesslr": bayesslr.__version__}})

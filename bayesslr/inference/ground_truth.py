@@ -34,7 +34,6 @@ code revision, when). Build or extend it with::
 
 from __future__ import annotations
 
-import argparse
 import functools
 import importlib.resources
 import io
@@ -58,6 +57,7 @@ from bayesslr.core.provenance import git_revision
 from bayesslr.core.task import ConfigError, TaskConfig, make_task
 from bayesslr.core.thresholds import CONVERGENCE
 from bayesslr.inference.evaluate import per_input_errors, predict_draws, task_data
+from bayesslr.inference.study_cli import selected, study_parser
 
 REFERENCE_FILE = "inference_reference.nc"
 REFERENCE_MAX_D = 200
@@ -377,31 +377,21 @@ def lookup(task: TaskConfig, alpha: float, seed: int, n_test: int, *,
 # ------------------------------------------------------------------------------------------
 # command line
 # ------------------------------------------------------------------------------------------
-def _select(tasks: list[RefTask], only: list[str]) -> list[RefTask]:
-    for cond in only:
-        k, _, v = cond.partition("=")
-        tasks = [t for t in tasks if str(getattr(t, k)) == v or (
-            isinstance(getattr(t, k), float) and float(v) == getattr(t, k))]
-    return tasks
-
-
 def reference_main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bayesslr.inference.ground_truth")
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    b = sub.add_parser("build", help="run the reference chains (resumable)")
-    b.add_argument("--work", required=True, type=Path)
-    b.add_argument("--only", action="append", default=[], help="field=value filter, repeatable")
-    b.add_argument("--no-theory", action="store_true")
-    a = sub.add_parser("assemble", help="collect finished tasks into the netCDF dataset")
-    a.add_argument("--work", required=True, type=Path)
-    a.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "data"
-                   / REFERENCE_FILE)
+    ap, sub = study_parser("python -m bayesslr.inference.ground_truth",
+                           {"build": "run the reference chains (resumable)",
+                            "assemble": "collect finished tasks into the netCDF dataset"},
+                           only=("build",))
+    sub["build"].add_argument("--no-theory", action="store_true")
+    sub["assemble"].add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1]
+                                 / "data" / REFERENCE_FILE)
     args = ap.parse_args(argv)
     from bayesslr.core.jaxconfig import configure_jax
 
     configure_jax()  # the persistent compilation cache, as the bayesslr command sets it up
     if args.cmd == "build":
-        build(args.work, _select(preset_tasks(), args.only), RefSettings(),
+        build(args.work, [t for t in preset_tasks() if selected(asdict(t), args.only)],
+              RefSettings(),
               theory=not args.no_theory)
     else:
         print(assemble(args.work, args.out))

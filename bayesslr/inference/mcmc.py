@@ -1,8 +1,9 @@
 """Gradient-budgeted MCMC on the SLR posterior: NUTS, HMC and the explicit-location Gibbs sampler.
 
-All three target the posterior of docs/model.md §6 through the models of
-:mod:`bayesslr.bayes.model` (one model definition) and NumPyro's functional HMC/NUTS kernels
-(``numpyro.infer.hmc.hmc``, as :mod:`bayesslr.bayes.sampler` does):
+All target the posterior of docs/model.md §6 through the models of
+:mod:`bayesslr.bayes.model` (one model definition) and the NUTS layer
+:mod:`bayesslr.bayes.nuts` (NumPyro's functional HMC/NUTS kernel ``numpyro.infer.hmc.hmc``,
+the one :mod:`bayesslr.bayes.sampler` runs too); this module is the layer's budgeted face:
 
 * ``nuts``: NUTS on the marginal model (location summed out);
 * ``hmc``: static HMC, a fixed trajectory length (step size adapted in warm-up, the number of
@@ -50,12 +51,16 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 from numpyro.handlers import condition, infer_config
-from numpyro.infer.hmc import hmc
 from numpyro.infer.util import log_density
 
-from bayesslr.bayes import arviz_adapter
 from bayesslr.bayes.model import LOG_2PI, MODELS, ModelSpec, token_log_weights
-from bayesslr.bayes.sampler import potential_fn_gen
+from bayesslr.bayes.nuts import (
+    chain_diagnostics,
+    kernel,
+    model_args,
+    over_chains,
+    potential_fn_gen,
+)
 from bayesslr.core.jaxconfig import Array, PRNGKey
 from bayesslr.core.task import Data, fields
 
@@ -189,16 +194,12 @@ def _functions(variant: str, s: MCMCSettings) -> _Compiled:
     algo = "HMC" if s.algorithm == "hmc" else "NUTS"
     gibbs = s.algorithm == "gibbs"
     gen = gibbs_potential_fn_gen(variant) if gibbs else potential_fn_gen("marginal", variant)
-    kw: dict[str, Any] = {"target_accept_prob": s.target_accept}
-    if algo == "HMC":
-        kw["trajectory_length"] = s.trajectory_length
-    else:
-        kw["max_tree_depth"] = s.max_tree_depth
-    init_kernel, sample_kernel = hmc(potential_fn_gen=gen, algo=algo)
+    kern = kernel(gen, s.warmup, algo=algo, target_accept=s.target_accept,
+                  max_tree_depth=s.max_tree_depth, trajectory_length=s.trajectory_length)
 
     def init_one(key, z0, args, eps):
         full = (*args, eps) if gibbs else args
-        st = init_kernel(z0, s.warmup, model_args=full, rng_key=key, **kw)
+        st = kern.init(key, z0, full)
         return (st, eps) if gibbs else st
 
     def step_one(carry, args):
@@ -211,9 +212,9 @@ def _functions(variant: str, s: MCMCSettings) -> _Compiled:
             full = (*args, eps)
             pe, grad = jax.value_and_grad(gen(*full))(st.z)
             st = st._replace(potential_energy=pe, z_grad=grad, rng_key=key)
-            st = sample_kernel(st, model_args=full)
+            st = kern.step(st, full)
             return (st, eps), st, 2  # + the conditional's forward pass and the new gradient
-        st = sample_kernel(carry, model_args=args)
+        st = kern.step(carry, args)
         return st, st, 0
 
     def chunk_one(carry, args):
@@ -224,9 +225,7 @@ def _functions(variant: str, s: MCMCSettings) -> _Compiled:
 
         return lax.scan(body, carry, None, length=s.chunk)
 
-    init_v = jax.jit(jax.vmap(init_one, in_axes=(0, 0, None, 0)))
-    chunk_v = jax.jit(jax.vmap(chunk_one, in_axes=(0, None)))
-    return _Compiled(init_v, chunk_v)
+    return _Compiled(over_chains(init_one, (0, 0, None, 0)), over_chains(chunk_one, (0, None)))
 
 
 def _dgibbs_functions(variant: str, s: MCMCSettings) -> _Compiled:
@@ -252,9 +251,7 @@ def _dgibbs_functions(variant: str, s: MCMCSettings) -> _Compiled:
 
         return lax.scan(body, st, None, length=s.chunk)
 
-    init_v = jax.jit(jax.vmap(init_one, in_axes=(0, 0, None, 0)))
-    chunk_v = jax.jit(jax.vmap(chunk_one, in_axes=(0, None)))
-    return _Compiled(init_v, chunk_v)
+    return _Compiled(over_chains(init_one, (0, 0, None, 0)), over_chains(chunk_one, (0, None)))
 
 
 class _AOT:
@@ -290,24 +287,18 @@ def run_mcmc(key: PRNGKey, spec: ModelSpec, data: Data, settings: MCMCSettings, 
 
     Parameters
     ----------
-    key : PRNGKey
-        Sampler randomness.
-    spec : ModelSpec
-        Likelihood (variant, ``nu``, ``Delta``).
-    data : Data
-        Training data.
+    key, spec, data, start, weights :
+        As for :func:`bayesslr.bayes.sampler.run_nuts`, the NUTS layer's other face (sampler
+        randomness, likelihood, training data, starting points, per-sample log-likelihood
+        weights for annealing on nested data sets).
     settings : MCMCSettings
         Static settings.
-    start : dict
-        Starting points.
     budget : int
         Gradient evaluations allowed (all chains together).
     warmup_fraction : float
         Largest share of the budget the warm-up may use.
     max_draws : int
         Kept draws per chain at most (thinning doubles when exceeded).
-    weights : Array, optional
-        Per-sample log-likelihood weights (annealing on nested data sets).
     with_diagnostics : bool
         Compute R-hat and ESS (ArviZ) of the kept draws.
     """
@@ -316,15 +307,9 @@ def run_mcmc(key: PRNGKey, spec: ModelSpec, data: Data, settings: MCMCSettings, 
     aot = _AOT_CACHE
     c0 = aot.compile_s
     C = s.chains
-    X = jnp.asarray(data.X, jnp.float32)
-    y = jnp.asarray(data.y, jnp.float32)
-    mask = jnp.asarray(data.mask, bool)
-    n = y.shape[0]
-    w = jnp.ones((n,), jnp.float32) if weights is None else jnp.asarray(weights, jnp.float32)
-    args = (X, y, mask, w, jnp.asarray(spec.nu, jnp.float32),
-            jnp.asarray(spec.delta, jnp.float32))
+    args = model_args(spec, data, jnp.float32, weights)
+    mask = args[2]
     z0 = {nm: jnp.asarray(start[nm], jnp.float32).reshape(C, -1) for nm in ("k", "v")}
-    z0["k"].shape[-1]
     k_warm, k_eps = jax.random.split(key)
     eps0 = jax.vmap(lambda kk: jax.random.categorical(
         kk, jnp.where(mask, 0.0, -jnp.inf), axis=-1).astype(jnp.int32))(
@@ -370,9 +355,7 @@ def run_mcmc(key: PRNGKey, spec: ModelSpec, data: Data, settings: MCMCSettings, 
     else:  # the budget ended in warm-up: the current state is the only draw
         k = np.asarray(hmc_state.z["k"], np.float64)[:, None]
         v = np.asarray(hmc_state.z["v"], np.float64)[:, None]
-    diag = {"r_hat_max": math.nan, "ess_bulk_min": math.nan, "ess_tail_min": math.nan}
-    if with_diagnostics and k.shape[1] >= 4:
-        diag = arviz_adapter.diagnostics({"k": k, "v": v})
+    diag = chain_diagnostics(k, v, min_draws=4 if with_diagnostics else math.inf)
     return MCMCRun(k, v, int(used), int(used_warm), int(it), int(warm_done), int(thin),
                    float(step_size), int(divs),
                    float(np.mean(accs)) if accs else math.nan, diag["r_hat_max"],

@@ -174,7 +174,7 @@ OUTPUTS = common("test_error", "stderr", "risk", "oracle_error", "oracle_error_s
 
 
 def _check(cell: Cell, opts: dict[str, Any]) -> None:
-    alg = parse_method(cell.activation)[0]
+    alg = parse_method(cell.member)[0]
     extra = sorted(set(cell.options) - set(ALGO_OPTIONS[alg]))
     if extra:
         raise ConfigError(f"options {extra} do not apply to {cell.method!r}; allowed: "
@@ -196,7 +196,7 @@ def _sizes(cell: Cell, opts: dict[str, Any]) -> tuple[int, int, int, int]:
 def _memory(cell: Cell, opts: dict[str, Any]) -> Resources:
     D, N, n_test, L = _sizes(cell, opts)
     data = 4.0 * (N + n_test) * L * D
-    alg = parse_method(cell.activation)[0]
+    alg = parse_method(cell.member)[0]
     if alg in MCMC_ALGORITHMS:
         state = 8.0 * opts["chains"] * 2 * opts["max_draws"] * 2 * D + 40.0 * opts[
             "chains"] * N * L
@@ -222,7 +222,7 @@ GRAD_SECONDS_PER_NLD = 2.5e-9  # measured: NUTS at D = 50, 100 (2 cores, shared;
 
 def _cost(cell: Cell, opts: dict[str, Any]) -> float:
     D, N, n_test, L = _sizes(cell, opts)
-    alg, _, budget = parse_method(cell.activation)
+    alg, _, budget = parse_method(cell.member)
     run = budget * N * L * D * GRAD_SECONDS_PER_NLD
     draws = (opts["chains"] * opts["max_draws"] if alg in MCMC_ALGORITHMS
              else opts["pt_chains"] * opts["max_draws"] if alg == "pt"
@@ -232,14 +232,15 @@ def _cost(cell: Cell, opts: dict[str, Any]) -> float:
 
 
 @register(
-    "inference", schema=SCHEMA, activations=METHODS, needs=("alpha", "D"),
+    "inference", schema=SCHEMA, activations=METHODS, member_kind="algorithm-start-budget",
+    needs=("alpha", "D"),
     description="inference algorithms on the SLR posterior under a gradient budget, scored "
                 "against the Bayes-optimal reference (docs/theory.md, docs/model.md §6)",
     outputs=OUTPUTS, cost=_cost, memory=_memory, check=_check,
-    plot=PlotStyle(kind="marker", label="{activation}", marker="o"), version="1",
+    plot=PlotStyle(kind="marker", label="{member}", marker="o"), version="1",
     dims=("variant", "L", "nu", "delta", "alpha", "D"), report=ReportRole(leaderboard=1))
 def inference_cell(cell: Cell, opts: dict[str, Any]) -> dict[str, Any]:
-    """One budgeted run of ``cell.activation`` on the task of ``cell`` (module docstring).
+    """One budgeted run of ``cell.member`` on the task of ``cell`` (module docstring).
 
     Returns
     -------
@@ -247,7 +248,7 @@ def inference_cell(cell: Cell, opts: dict[str, Any]) -> dict[str, Any]:
         The outputs declared in :data:`OUTPUTS` and the algorithm's own diagnostics.
     """
     t0 = time.perf_counter()
-    alg, start, budget = parse_method(cell.activation)
+    alg, start, budget = parse_method(cell.member)
     opts = {**opts, "init": start}
     task = cell.task()
     spec = model_spec(task)

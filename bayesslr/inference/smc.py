@@ -37,7 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bayesslr.bayes.model import ModelSpec
-from bayesslr.bayes.sampler import potential_fn_gen
+from bayesslr.bayes.nuts import model_args, potential_fn_gen
 from bayesslr.core.jaxconfig import PRNGKey
 from bayesslr.core.task import ConfigError, Data
 from bayesslr.inference.mcmc import _AOT_CACHE
@@ -151,11 +151,7 @@ def run_smc(key: PRNGKey, spec: ModelSpec, data: Data, *, budget: int,
     P = int(particles) if particles else auto_particles(budget, mcmc_steps, integration_steps,
                                                         expected_steps)
     cost = step_cost(P, mcmc_steps, integration_steps)
-    X = jnp.asarray(data.X, jnp.float32)
-    y = jnp.asarray(data.y, jnp.float32)
-    mask = jnp.asarray(data.mask, bool)
-    args = (X, y, mask, jnp.ones(y.shape, jnp.float32), jnp.asarray(spec.nu, jnp.float32),
-            jnp.asarray(spec.delta, jnp.float32))
+    args = model_args(spec, data)
     k0, key = jax.random.split(key)
     kk, kv = jax.random.split(k0)
     init = {"k": jax.random.normal(kk, (P, D)), "v": jax.random.normal(kv, (P, D))}

@@ -30,7 +30,6 @@ Start it niced::
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -40,6 +39,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from bayesslr.inference.study_cli import selected, study_parser
 
 ALGOS: tuple[str, ...] = ("nuts-random", "smc-prior", "pt-random")
 SETTINGS: dict[float, tuple[float, ...]] = {0.01: (1.2, 2.0, 5.0), 1e-4: (1.2, 2.0, 5.0)}
@@ -169,7 +170,7 @@ def run(work: Path, budget: int, only: list[str], seeds=SEEDS, Ds=DS) -> None:
     configure_jax()
     work.mkdir(parents=True, exist_ok=True)
     for r in plan(budget, seeds, Ds):
-        if not all(_keep(r, c) for c in only):
+        if not selected(r, only):
             continue
         f = work / f"{run_key(r)}.json"
         if f.exists():
@@ -191,13 +192,6 @@ def run(work: Path, budget: int, only: list[str], seeds=SEEDS, Ds=DS) -> None:
                if r["what"] != "gamp" else f"err {row.get('test_error', float('nan')):.4f}")
         print(f"{run_key(r)}: {msg} {row.get('error', '')} ({row['run_wall_s']:.0f} s)",
               flush=True)
-
-
-def _keep(r: dict[str, Any], cond: str) -> bool:
-    k, _, v = cond.partition("=")
-    x = r[k]
-    return str(x) == v or (isinstance(x, int | float) and not isinstance(x, bool)
-                           and math.isclose(float(x), float(v)))
 
 
 def load_rows(work: Path) -> list[dict[str, Any]]:
@@ -313,19 +307,14 @@ def figure(work: Path):
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bayesslr.inference.trapping")
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    b = sub.add_parser("run", help="run the map (resumable)")
-    b.add_argument("--work", required=True, type=Path)
-    b.add_argument("--budget", type=float, default=1e5)
-    b.add_argument("--only", action="append", default=[], help="field=value, repeatable")
-    b.add_argument("--seeds", default="0,1,2")
-    b.add_argument("--D", default=",".join(map(str, DS)))
-    t = sub.add_parser("table", help="the reach fractions as CSV on stdout")
-    t.add_argument("--work", required=True, type=Path)
-    f = sub.add_parser("figure", help="draw the map")
-    f.add_argument("--work", required=True, type=Path)
-    f.add_argument("--out", required=True, type=Path)
+    ap, sub = study_parser("python -m bayesslr.inference.trapping",
+                           {"run": "run the map (resumable)",
+                            "table": "the reach fractions as CSV on stdout",
+                            "figure": "draw the map"}, only=("run",))
+    sub["run"].add_argument("--budget", type=float, default=1e5)
+    sub["run"].add_argument("--seeds", default="0,1,2")
+    sub["run"].add_argument("--D", default=",".join(map(str, DS)))
+    sub["figure"].add_argument("--out", required=True, type=Path)
     args = ap.parse_args(argv)
     if args.cmd == "run":
         run(args.work, int(args.budget), args.only,

@@ -50,7 +50,7 @@ from numpyro.infer.initialization import init_to_sample, init_to_value
 from numpyro.optim import optax_to_numpyro
 
 from bayesslr.bayes.model import MODELS, ModelSpec
-from bayesslr.bayes.sampler import potential_fn_gen
+from bayesslr.bayes.nuts import model_args, potential_fn_gen
 from bayesslr.core.jaxconfig import Array, PRNGKey
 from bayesslr.core.task import Data
 from bayesslr.inference.mcmc import _AOT_CACHE
@@ -151,11 +151,7 @@ def run_vi(key: PRNGKey, spec: ModelSpec, data: Data, guide_kind: str, *, budget
     sched = optax.cosine_decay_schedule(lr, steps, alpha=0.01)
     svi = SVI(model, guide, optax_to_numpyro(optax.adam(sched)),
               Trace_ELBO(num_particles=num_particles))
-    X = jnp.asarray(data.X, jnp.float32)
-    y = jnp.asarray(data.y, jnp.float32)
-    mask = jnp.asarray(data.mask, bool)
-    args = (X, y, mask, jnp.ones(y.shape, jnp.float32), jnp.asarray(spec.nu, jnp.float32),
-            jnp.asarray(spec.delta, jnp.float32))
+    args = model_args(spec, data)
     k_init, k_pred = jax.random.split(key)
     aot = _AOT_CACHE
     t0 = time.perf_counter()

@@ -44,7 +44,8 @@ from jax import lax
 
 from bayesslr.bayes import arviz_adapter
 from bayesslr.bayes.model import model_spec
-from bayesslr.bayes.sampler import SamplerOptions, init_params, potential_fn_gen, run_nuts
+from bayesslr.bayes.nuts import potential_fn_gen
+from bayesslr.bayes.sampler import SamplerOptions, init_params, run_nuts
 from bayesslr.core.task import make_task, sample_task
 
 _sample_task = jax.jit(sample_task, static_argnums=(1, 2, 3))
