@@ -28,22 +28,13 @@ import functools
 import json
 import math
 import time
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
 from bayesslr.core.lam import parse_lam
 from bayesslr.core.options import Opt, Schema, schema_of
 from bayesslr.core.task import ConfigError, LengthLaw
-from bayesslr.registry import (
-    BatchFn,
-    Cell,
-    PlotStyle,
-    ReportRole,
-    Resources,
-    common,
-    outputs,
-    register,
-)
+from bayesslr.registry import Cell, PlotStyle, ReportRole, Resources, common, outputs, register
 from bayesslr.theory.bayes import (
     BAYES_STARTS,
     BayesCurvePoint,
@@ -239,7 +230,10 @@ def _erm_point(r: ErmTheoryResult, task_delta: float) -> dict[str, Any]:
     return out
 
 
-def _share_runtime(batch: BatchFn) -> BatchFn:
+_Batch = Callable[[list[Cell], list[Mapping[str, Any]]], list[dict[str, Any]]]
+
+
+def _share_runtime(batch: _Batch) -> _Batch:
     """``batch`` with each cell's ``runtime_s`` set to an equal share of the batch's wall
     time (the cells of a path are computed together)."""
     @functools.wraps(batch)
