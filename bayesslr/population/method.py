@@ -307,8 +307,12 @@ def _bayes_estimate(task, method, samples, seed):
 
 def excess_risk(task: TaskConfig, activation: str, m_k: float, q_k: float, m_v: float,
                 q_v: float, theta: Any = None, *, samples: int = DEFAULT_SAMPLES, seed: int = 0,
-                method: str = "mc") -> PopulationResult:
+                method: str = "mc", fields: ChannelSamples | None = None) -> PopulationResult:
     """Population excess risk ``1 - 2 m_v A + q_v B`` at given overlaps (docs/model.md §3).
+
+    ``fields``, with ``method="mc"`` only: the expectation set ``make_fields(task, "mc",
+    samples, seed)`` drawn once by a caller that evaluates many overlaps (the same numbers,
+    without drawing them again).
 
     Examples
     --------
@@ -329,18 +333,20 @@ def excess_risk(task: TaskConfig, activation: str, m_k: float, q_k: float, m_v: 
         raise ConfigError(f"q_k={q_k} is below m_k^2={m_k**2}; allowed: q_k >= m_k^2")
     if q_v < m_v**2 - 1e-9 * max(1.0, q_v):
         raise ConfigError(f"q_v={q_v} is below m_v^2={m_v**2}; allowed: q_v >= m_v^2")
+    if fields is not None and method != "mc":
+        raise ConfigError(f"fields given with method={method!r}; allowed: method='mc'")
     t0 = time.perf_counter()
     with jax.enable_x64(True):
         th = _theta_array(act, theta)
         s_k = math.sqrt(max(q_k - m_k**2, 0.0))
 
-        def estimate(n):
-            fields = make_fields(task, method, n, seed)
-            a, b = ab_terms(act, fields, jnp.float64(m_k), jnp.float64(s_k), th)
-            return _weighted_mean_se(1.0 - 2.0 * m_v * a + q_v * b, fields,
+        def estimate(n, given=None):
+            f = make_fields(task, method, n, seed) if given is None else given
+            a, b = ab_terms(act, f, jnp.float64(m_k), jnp.float64(s_k), th)
+            return _weighted_mean_se(1.0 - 2.0 * m_v * a + q_v * b, f,
                                      len(task.length.values), method)
 
-        mean, se = estimate(samples)
+        mean, se = estimate(samples, fields)
         if method == "gauss-hermite":
             se = abs(mean - estimate(samples - 4)[0])
     return PopulationResult(mean, se, mean + task.delta, m_k, q_k, m_v, q_v,

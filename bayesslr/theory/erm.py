@@ -29,11 +29,13 @@ uninformed: small overlaps, as from a random initialisation.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import jax
@@ -43,7 +45,7 @@ import numpy as np
 from bayesslr.core.activations import Activation, get_activation, replica_activations
 from bayesslr.core.options import Validated, option
 from bayesslr.core.task import ConfigError, TaskConfig, check_real
-from bayesslr.population.teacher_channel import channel64
+from bayesslr.population.teacher_channel import ChannelSamples, channel64
 from bayesslr.theory.erm_proximal import MOMENT_NAMES, cold_starts, prox_step, tracked_starts
 from bayesslr.theory.solver import (
     FixedPointResult,
@@ -570,22 +572,41 @@ def solve_erm(task: TaskConfig, activation: str, alpha: Any, lam_k: Any, lam_v: 
     return _finish(task, act, alpha, lam_k, lam_v, opt, fp, start_name, t0, F)
 
 
+def _test_fields(task: TaskConfig, samples: int, seed: int) -> ChannelSamples:
+    """The population test formula's Monte Carlo set (float64; ``D`` does not enter), drawn
+    once per (task, size, seed) and shared by every point of a curve: the test error and the
+    gradient of the channel error evaluate it at each point's overlaps."""
+    return _drawn_test_fields(dataclasses.replace(task, D=1), samples, seed)
+
+
+@functools.lru_cache(maxsize=2)
+def _drawn_test_fields(task: TaskConfig, samples: int, seed: int) -> ChannelSamples:
+    from bayesslr.population.method import make_fields
+
+    with jax.enable_x64(True):
+        return make_fields(task, "mc", samples, seed)
+
+
 def _risk_gradient(task: TaskConfig, act: Activation, theta: np.ndarray, p4: Sequence[float],
                    samples: int, seed: int) -> np.ndarray:
     """Gradient of the population excess risk ``1 - 2 m_v A + q_v B`` in
     ``(m_k, q_k, m_v, q_v)`` (autodiff through the Monte Carlo fields, common numbers)."""
-    from bayesslr.population.method import ab_terms, make_fields
-
+    fields = _test_fields(task, samples, seed)
     with jax.enable_x64(True):
-        fields = make_fields(task, "mc", samples, seed)
-        th = jnp.asarray(theta)
+        return np.asarray(_risk_grad(act, fields, jnp.asarray(theta),
+                                     jnp.asarray(p4, dtype=jnp.float64)))
 
-        def risk(p):
-            m_k, q_k, m_v, q_v = p[0], p[1], p[2], p[3]
-            a, b = ab_terms(act, fields, m_k, jnp.sqrt(q_k - m_k**2), th)
-            return 1.0 - 2.0 * m_v * jnp.sum(fields.weight * a) + q_v * jnp.sum(fields.weight * b)
 
-        return np.asarray(jax.grad(risk)(jnp.asarray(p4, dtype=jnp.float64)))
+@partial(jax.jit, static_argnums=0)
+def _risk_grad(act: Activation, fields: ChannelSamples, th: jax.Array, p: jax.Array) -> jax.Array:
+    from bayesslr.population.method import ab_terms
+
+    def risk(p):
+        m_k, q_k, m_v, q_v = p[0], p[1], p[2], p[3]
+        a, b = ab_terms(act, fields, m_k, jnp.sqrt(q_k - m_k**2), th)
+        return 1.0 - 2.0 * m_v * jnp.sum(fields.weight * a) + q_v * jnp.sum(fields.weight * b)
+
+    return jax.grad(risk)(p)
 
 
 def diagnose(aux: Mapping[str, Any], options: ErmTheoryOptions) -> list[str]:
@@ -645,7 +666,8 @@ def _finish(task, act, alpha, lam_k, lam_v, opt, fp: FixedPointResult, start_nam
         p4 = (vals["m_k"], max(vals["q_k"], vals["m_k"] ** 2), vals["m_v"],
               max(vals["q_v"], vals["m_v"] ** 2))
         pr = excess_risk(task, act.name, *p4, list(theta) if act.n_params else None,
-                         samples=opt.test_samples, seed=opt.seed + 1)
+                         samples=opt.test_samples, seed=opt.seed + 1,
+                         fields=_test_fields(task, opt.test_samples, opt.seed + 1))
         test, test_se = pr.excess_risk, pr.stderr
         failed = diagnose(a, opt)
         if failed:

@@ -199,6 +199,19 @@ def _lm_newton(phi: Callable[[Array], Array], chi0: Array, n_iter: int, V_k,
     return jax.lax.fori_loop(0, n_iter, body, (chi0, phi(chi0), mu0))
 
 
+def _newton_rows(act: Activation, theta, ch: ChannelSamples, w_k, w_v, V_k, V_v, chi0: Array,
+                 n_iter) -> tuple[Array, Array]:
+    """:func:`_lm_newton` from ``S`` starts per sample (``chi0``: ``(n, S, L)``, every start
+    one row against its sample's ``w_k``, ``w_v``, ``y``); the minima ``(n, S, L)`` and their
+    objective ``(n, S)``, a non-finite one set to ``inf`` (never the lowest)."""
+    n, S, L = chi0.shape
+    rep = lambda a: jnp.repeat(a, S, axis=0)  # noqa: E731
+    phi = partial(_reduced_objective, act, theta, w_k=rep(w_k), w_v=rep(w_v), y=rep(ch.y),
+                  mask=rep(ch.mask), V_k=V_k, V_v=V_v)
+    chis, vals, _ = _lm_newton(phi, chi0.reshape(n * S, L), n_iter, V_k)
+    return chis.reshape(n, S, L), jnp.where(jnp.isfinite(vals), vals, jnp.inf).reshape(n, S)
+
+
 def _loss_rows(act: Activation, theta, u, y, mask):
     L = u.shape[-1] // 2
     s = act(u[..., :L], mask, theta)
@@ -294,7 +307,6 @@ def prox_step(act: Activation, ch: ChannelSamples, m_k, q_k, V_k, m_v, q_v, V_v,
     -------
     ProxResult
     """
-    n, L = ch.chi_star.shape
     s_k = jnp.sqrt(jnp.maximum(q_k - m_k**2, 0.0))
     s_v = jnp.sqrt(jnp.maximum(q_v - m_v**2, 0.0))
     w_k = jnp.where(ch.mask, m_k * ch.chi_star + s_k * ch.xi, 0.0)
@@ -302,28 +314,15 @@ def prox_step(act: Activation, ch: ChannelSamples, m_k, q_k, V_k, m_v, q_v, V_v,
 
     # explore: every start of every sample as one row
     starts = jnp.asarray(starts, w_k.dtype)
-    S = starts.shape[-2]
-    rep = lambda a: jnp.repeat(a, S, axis=0)  # noqa: E731
-    chi0 = (w_k[:, None, :] + starts).reshape(n * S, L)
-    phi_all = partial(_reduced_objective, act, theta, w_k=rep(w_k), w_v=rep(w_v), y=rep(ch.y),
-                      mask=rep(ch.mask), V_k=V_k, V_v=V_v)
-    chis, vals, _ = _lm_newton(phi_all, chi0, n_explore, V_k)
-    chis = chis.reshape(n, S, L)
-    vals = jnp.where(jnp.isfinite(vals), vals, jnp.inf).reshape(n, S)
+    newton = partial(_newton_rows, act, theta, ch, w_k, w_v, V_k, V_v)
+    chis, vals = newton(w_k[:, None, :] + starts, n_explore)
     best = jnp.argmin(vals, axis=1)
     lowest = _distinct_lowest(chis, vals, jnp.take_along_axis(
         chis, best[:, None, None], axis=1)[:, 0], n_best)
 
     # refine the start w_k and the n_best lowest distinct rows: ranking rows after a few
     # steps alone picks a wrong basin where the global one is still descending
-    R = 1 + n_best
-    rep = lambda a: jnp.repeat(a, R, axis=0)  # noqa: E731
-    cand = jnp.concatenate([chis[:, :1], lowest], axis=1).reshape(n * R, L)
-    phi_r = partial(_reduced_objective, act, theta, w_k=rep(w_k), w_v=rep(w_v), y=rep(ch.y),
-                    mask=rep(ch.mask), V_k=V_k, V_v=V_v)
-    rch, rval, _ = _lm_newton(phi_r, cand, n_refine, V_k)
-    rch = rch.reshape(n, R, L)
-    rval = jnp.where(jnp.isfinite(rval), rval, jnp.inf).reshape(n, R)
+    rch, rval = newton(jnp.concatenate([chis[:, :1], lowest], axis=1), n_refine)
     b = jnp.argmin(rval, axis=1)
     chi = jnp.take_along_axis(rch, b[:, None, None], axis=1)[:, 0]
     val = jnp.min(rval, axis=1)

@@ -24,10 +24,11 @@ the path below it, and down to it on the path above it).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import time
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
 from bayesslr.core.lam import parse_lam
@@ -229,9 +230,26 @@ def _erm_point(r: ErmTheoryResult, task_delta: float) -> dict[str, Any]:
     return out
 
 
+_Batch = Callable[[list[Cell], list[Mapping[str, Any]]], list[dict[str, Any]]]
+
+
+def _share_runtime(batch: _Batch) -> _Batch:
+    """``batch`` with each cell's ``runtime_s`` set to an equal share of the batch's wall
+    time (the cells of a path are computed together)."""
+    @functools.wraps(batch)
+    def timed(cells: list[Cell], opts_list: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        t0 = time.perf_counter()
+        outs = batch(cells, opts_list)
+        share = (time.perf_counter() - t0) / len(cells)
+        for o in outs:
+            o["runtime_s"] = share
+        return outs
+    return timed
+
+
+@_share_runtime
 def _erm_batch(cells: list[Cell], opts_list: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Cells sharing a path (or one cell): the curve once, each cell's point from it."""
-    t0 = time.perf_counter()
     cell, opts = cells[0], opts_list[0]
     task = cell.task(D=1)
     opt = erm_options(opts, cell.seed)
@@ -271,9 +289,6 @@ def _erm_batch(cells: list[Cell], opts_list: list[Mapping[str, Any]]) -> list[di
                        "objective": _finite_or_none(s_[i].objective),
                        "converged": s_[i].converged} for name, s_ in sweeps.items()})
             outs.append(o)
-    share = (time.perf_counter() - t0) / len(cells)
-    for o in outs:
-        o["runtime_s"] = share
     return outs
 
 
@@ -351,8 +366,10 @@ def _bayes_point(p: BayesCurvePoint, branch: str, delta: float) -> dict[str, Any
     return out
 
 
+@_share_runtime
 def _bayes_batch(cells: list[Cell], opts_list: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    t0 = time.perf_counter()
+    """Cells sharing a path (or the cells of one batch): the curve once, each cell's point
+    (and trajectory, where asked) from it."""
     cell, opts = cells[0], opts_list[0]
     task = cell.task(D=1)
     opt = bayes_options(opts, cell.seed)
@@ -366,9 +383,6 @@ def _bayes_batch(cells: list[Cell], opts_list: list[Mapping[str, Any]]) -> list[
             tr = state_evolution_trajectory(task, c.alpha, o["trajectory_start"],
                                             o["trajectory"], opt)
             out["trajectory_m_k"], out["trajectory_m_v"] = list(tr.m_k), list(tr.m_v)
-    share = (time.perf_counter() - t0) / len(cells)
-    for o in outs:
-        o["runtime_s"] = share
     return outs
 
 

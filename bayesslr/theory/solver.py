@@ -251,85 +251,80 @@ def solve_fixed_point(update: UpdateFn, x0: Sequence[float] | np.ndarray,
     def rel(fx: np.ndarray, at: np.ndarray) -> float:
         return float(np.max(np.abs(fx - at) / np.maximum(np.abs(at), opt.scale_floor)))
 
-    while it < opt.max_iter:
-        if time.perf_counter() - t0 > opt.max_seconds:
-            reason = "time budget"
-            break
-        try:
+    try:  # a map call past the watchdog ends the solve (its daemon thread is abandoned)
+        while it < opt.max_iter:
+            if time.perf_counter() - t0 > opt.max_seconds:
+                reason = "time budget"
+                break
             x_new, new_aux, failed = call(update, x)
-        except _Timeout:
-            reason = "watchdog"
-            break
-        it += 1
-        scale = np.maximum(np.abs(x), opt.scale_floor)
-        if failed is None:
-            res = rel(x_new, x)
-        if extrapolated and best is not None and (
-                failed is not None or res > opt.anderson_restart * best[0]):
-            # safeguard: abandon the extrapolated point, damped step from the best one
-            history.append(math.inf if failed is not None else res)
-            below = 0
-            restarts += 1
-            if anderson is not None:
-                anderson.clear()
-                if restarts > opt.anderson_max_restarts:
-                    anderson = None
-            _, bx, bF = best
-            x = (1.0 - beta) * bx + beta * bF
-            extrapolated = False
-            continue
-        if failed is not None:
-            reason = failed
-            break
-        aux = new_aux
-        history.append(res)
-        if best is None or res <= best[0]:
-            best = (res, x.copy(), x_new.copy())
-        below = below + 1 if res < opt.tol else 0
-        if below >= opt.confirm and it >= opt.min_iter:
-            x_ret = (1.0 - beta) * x + beta * x_new
-            if exact is None:
-                x = x_ret
-                converged = True
-                reason = "converged"
-                break
-            if it >= opt.max_iter:
-                break
-            try:
-                f_e, aux_e, failed = call(exact, x_ret)
-            except _Timeout:
-                reason = "watchdog"
-                break
             it += 1
-            exact_calls += 1
+            scale = np.maximum(np.abs(x), opt.scale_floor)
+            if failed is None:
+                res = rel(x_new, x)
+            if extrapolated and best is not None and (
+                    failed is not None or res > opt.anderson_restart * best[0]):
+                # safeguard: abandon the extrapolated point, damped step from the best one
+                history.append(math.inf if failed is not None else res)
+                below = 0
+                restarts += 1
+                if anderson is not None:
+                    anderson.clear()
+                    if restarts > opt.anderson_max_restarts:
+                        anderson = None
+                _, bx, bF = best
+                x = (1.0 - beta) * bx + beta * bF
+                extrapolated = False
+                continue
             if failed is not None:
                 reason = failed
                 break
-            res = rel(f_e, x_ret)
+            aux = new_aux
             history.append(res)
-            if res < opt.tol:
-                x, aux = x_ret, aux_e
-                converged = True
-                reason = "converged"
-                break
-            # the exact map disagrees: resume from its image, acceleration history cleared (an
-            # approximation that tracks state, refreshed by this call, often agrees the next
-            # time); after a second disagreement with the exact map alone
-            below = 0
-            if exact_calls >= 2:
-                update = exact
+            if best is None or res <= best[0]:
+                best = (res, x.copy(), x_new.copy())
+            below = below + 1 if res < opt.tol else 0
+            if below >= opt.confirm and it >= opt.min_iter:
+                x_ret = (1.0 - beta) * x + beta * x_new
+                if exact is None:
+                    x = x_ret
+                    converged = True
+                    reason = "converged"
+                    break
+                if it >= opt.max_iter:
+                    break
+                f_e, aux_e, failed = call(exact, x_ret)
+                it += 1
+                exact_calls += 1
+                if failed is not None:
+                    reason = failed
+                    break
+                res = rel(f_e, x_ret)
+                history.append(res)
+                if res < opt.tol:
+                    x, aux = x_ret, aux_e
+                    converged = True
+                    reason = "converged"
+                    break
+                # the exact map disagrees: resume from its image, acceleration history cleared (an
+                # approximation that tracks state, refreshed by this call, often agrees the next
+                # time); after a second disagreement with the exact map alone
+                below = 0
+                if exact_calls >= 2:
+                    update = exact
+                if anderson is not None:
+                    anderson.clear()
+                best = (res, x_ret.copy(), f_e.copy())
+                x = (1.0 - beta) * x_ret + beta * f_e
+                extrapolated = False
+                continue
             if anderson is not None:
-                anderson.clear()
-            best = (res, x_ret.copy(), f_e.copy())
-            x = (1.0 - beta) * x_ret + beta * f_e
-            extrapolated = False
-            continue
-        if anderson is not None:
-            x_next = anderson.step(x, x_new, scale, beta)
-            extrapolated = x_next is not None
-            x = x_next if x_next is not None else (1.0 - beta) * x + beta * x_new
-        else:
-            x = (1.0 - beta) * x + beta * x_new
+                x_next = anderson.step(x, x_new, scale, beta)
+                extrapolated = x_next is not None
+                x = x_next if x_next is not None else (1.0 - beta) * x + beta * x_new
+            else:
+                x = (1.0 - beta) * x + beta * x_new
+    except _Timeout:
+        reason = "watchdog"
     x_out = x if converged else np.full_like(x, np.nan)
     return FixedPointResult(x_out, x, converged, it, res, tuple(history), reason, dict(aux),
                             time.perf_counter() - t0, exact_calls)
