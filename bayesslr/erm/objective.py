@@ -82,12 +82,9 @@ def objective_batch(act: Activation, params: Params, data: Data, lam_k: Array, l
 
 
 # training data per chunk of value_and_grad_batch; None: the whole data in one chunk (two dense
-# passes over X). Measured at the paper's size (D = 4472, N = 22360, one member) on a 2-core
-# machine: the whole-data passes took 0.73-0.77x the time of 2 MB chunks at load 3-4.5, and the
-# 2 MB chunks had measured 1.2-1.8x two plain passes at loads 0.2 to 17 (benchmarks/README.md,
-# ERM); at D = 400 (data in cache) 0.52-0.75x for batches of 1 to 10 members. A chunk's slice
-# of X is copied before XLA's matrix products read it, and each chunk costs a dozen small
-# kernels: the copy and the per-chunk overhead cost more than the second read of X they save.
+# passes over X), faster than chunks at the paper's size and below (measurements:
+# benchmarks/README.md, ERM): a chunk's copy of its slice of X and its dozen small kernels
+# cost more than the second read of X they save.
 CHUNK_BYTES: float | None = None
 # cap on the (rows, L, 2G) fields of one chunk: the whole-data form holds a few arrays of that
 # shape, which for a batch of many members (restarts x lam grid) could outgrow the data
