@@ -46,7 +46,7 @@ def build_app() -> typer.Typer:
     family.add_family_verbs(cli, families())
     run.add_sweep_verbs(cli)
     methods.add_methods_verb(cli)
-    targets.register(cli)  # score-draws, export: verbs on named targets, not families
+    targets.add_target_verbs(cli)  # score-draws, export: verbs on named targets, not families
     return cli
 
 

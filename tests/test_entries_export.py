@@ -69,7 +69,7 @@ def test_an_outside_entry_appears_on_the_leaderboard_and_the_figure(tgt, tmp_pat
               for t in ax.get_legend().get_texts()]
     assert "my_sampler (outside)" in labels
     assert any(lab.startswith("prior_draws (outside; 3 seconds") for lab in labels)
-    written, skipped = rep.write_figures(df, tmp_path / "fig")
+    written, skipped = rep.write_inference_figures(df, tmp_path / "fig")
     assert not skipped
 
 

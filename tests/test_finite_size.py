@@ -198,10 +198,10 @@ def test_report_draws_the_study(tmp_path):
     import matplotlib
 
     matplotlib.use("Agg")
-    from bayesslr.report.finite_size import figure
+    from bayesslr.report.finite_size import finite_size_figure
 
     tree = _tree()
-    fig = figure(finite_size_studies(tree))
+    fig = finite_size_figure(finite_size_studies(tree))
     ax = fig.axes[0]
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert any("D -> inf" in t for t in labels) and any("theory" in t for t in labels)

@@ -298,7 +298,7 @@ def test_quick_preset_runs_and_its_figures_are_drawn(tmp_path, monkeypatch):
     res = ctrl_rec["result"]
     assert res["excess_over_reference"] <= (4 * res["excess_over_reference_stderr"]
                                             + c / res["ess_bulk_min"])
-    written, skipped = rep.write_figures(records, tmp_path)
+    written, skipped = rep.write_inference_figures(records, tmp_path)
     assert not skipped, skipped
     assert {p.name for p in written} >= {"inference_error_vs_cost.png",
                                          "inference_trapped.png",

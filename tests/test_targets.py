@@ -128,7 +128,7 @@ def test_score_draws_is_the_benchmarks_own_score(tgt):
     """Draws scored through the front door give the numbers the inference family computes
     from the same draws (one error measurement)."""
     from bayesslr.inference import ground_truth as ref
-    from bayesslr.inference.evaluate import score_draws as family_score
+    from bayesslr.inference.evaluate import score_draws_on_data as family_score
     from bayesslr.inference.evaluate import task_data
 
     draws = tgt.init(jax.random.key(11), 64)

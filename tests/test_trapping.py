@@ -44,7 +44,7 @@ def test_table_reduces_seeds_with_their_standard_errors(tmp_path):
            stored_reference=False, test_error=1e9)
     _write(tmp_path, **base, seed=5, what="smc-prior", reaches=True, excess=-1e9,
            excess_stderr=1.0, reference="gamp", grad_evals=990, run_s=1.0)
-    t = tr.table(tmp_path)
+    t = tr.trapping_table(tmp_path)
     row = t[t["algorithm"] == "smc-prior"].iloc[0]
     assert row["seeds"] == 3 and row["seed_list"] == "0,1,2"
     assert row["reach_fraction"] == pytest.approx(2 / 3)

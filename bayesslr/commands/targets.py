@@ -121,6 +121,6 @@ def export_posteriordb(
     emit(res, as_json, title="export posteriordb")
 
 
-def register(app: typer.Typer) -> None:
+def add_target_verbs(app: typer.Typer) -> None:
     app.command("score-draws")(score_draws_cmd)
     app.add_typer(export_app, name="export")

@@ -61,7 +61,8 @@ REFERENCE_FIGURE = (
     "secondary reference.")
 
 
-def data_name(target_name: str) -> str:
+def posteriordb_data_name(target_name: str) -> str:
+    """The posteriordb data set name of a target: its posterior name with ``_`` for ``-``."""
     return posteriordb_name(target_name).replace("-", "_")
 
 
@@ -176,7 +177,7 @@ def _export_posterior(out: Path, bname: str, reference_draws: str, thin: int,
 
     t = target(bname)
     name = posteriordb_name(bname)
-    dn = data_name(bname)
+    dn = posteriordb_data_name(bname)
     post = out / "posteriors" / f"{name}.json"
     draws_zip = out / "reference_posteriors" / "draws" / "draws" / f"{name}.json.zip"
     if post.exists() and draws_zip.exists():

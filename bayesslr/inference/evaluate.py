@@ -133,9 +133,10 @@ def score(task: TaskConfig, teacher: Teacher, test: Data, y_hat: np.ndarray,
     return out
 
 
-def score_draws(task: TaskConfig, spec: ModelSpec, data: TaskData, k_draws: np.ndarray,
-                v_draws: np.ndarray, reference: dict[str, Any] | None = None, *,
-                chunk: int = 128) -> tuple[dict[str, Any], np.ndarray]:
+def score_draws_on_data(task: TaskConfig, spec: ModelSpec, data: TaskData,
+                        k_draws: np.ndarray, v_draws: np.ndarray,
+                        reference: dict[str, Any] | None = None, *,
+                        chunk: int = 128) -> tuple[dict[str, Any], np.ndarray]:
     """:func:`score` of the exact posterior-mean predictor of draws, with the overlaps of the
     draws' mean, the Nishimori gap and the plain predictor's error; returns ``(out, y_hat)``."""
     y_exact, y_plain = predict_draws(spec, k_draws, v_draws, data.test, chunk=chunk)

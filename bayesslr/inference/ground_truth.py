@@ -259,7 +259,7 @@ def build(work: Path, tasks: list[RefTask], settings: RefSettings, *,
               f" random {row['random_test_error']:.4f} ({row['wall_s']:.0f} s)", flush=True)
 
 
-def assemble(work: Path, out: Path) -> Path:
+def assemble_ground_truth(work: Path, out: Path) -> Path:
     """Collect the task files of ``work`` into the reference netCDF dataset ``out``."""
     import xarray as xr
 
@@ -394,7 +394,7 @@ def reference_main(argv: list[str] | None = None) -> int:
               RefSettings(),
               theory=not args.no_theory)
     else:
-        print(assemble(args.work, args.out))
+        print(assemble_ground_truth(args.work, args.out))
     return 0
 
 

@@ -48,7 +48,7 @@ from bayesslr.core.options import Opt, Schema
 from bayesslr.core.task import ConfigError, algorithm_key
 from bayesslr.core.thresholds import CONVERGENCE
 from bayesslr.inference import ground_truth as ref
-from bayesslr.inference.evaluate import score_draws, task_data
+from bayesslr.inference.evaluate import score_draws_on_data, task_data
 from bayesslr.inference.mcmc import MCMC_ALGORITHMS, MCMCSettings, run_mcmc
 from bayesslr.inference.vi import VI_ALGORITHMS, run_vi
 from bayesslr.registry import Cell, PlotStyle, ReportRole, Resources, common, outputs, register
@@ -266,7 +266,7 @@ def inference_cell(cell: Cell, opts: dict[str, Any]) -> dict[str, Any]:
                      ref.theory_reference(task.variant, task.length.label(), float(task.nu),
                                           float(task.delta), float(cell.alpha)))
     tp = time.perf_counter()
-    scores, _ = score_draws(task, spec, data, K, V, reference, chunk=opts["chunk_predict"])
+    scores, _ = score_draws_on_data(task, spec, data, K, V, reference, chunk=opts["chunk_predict"])
     out["predict_s"] = time.perf_counter() - tp
     out.update(scores)
     e, se = out["excess_over_reference"], out["excess_over_reference_stderr"]

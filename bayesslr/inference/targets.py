@@ -354,7 +354,7 @@ def score_draws(target: Target | str, draws: dict[str, Any], *, chunk: int = 128
     >>> abs(s["excess_over_reference"]) < 0.03
     True
     """
-    from bayesslr.inference.evaluate import score_draws as _score
+    from bayesslr.inference.evaluate import score_draws_on_data as _score
 
     if isinstance(target, str):
         target = _by_name(target)

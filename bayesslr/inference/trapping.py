@@ -124,7 +124,7 @@ def run_algo(r: dict[str, Any], work: Path) -> dict[str, Any]:
     from bayesslr.core.task import algorithm_key
     from bayesslr.inference import ground_truth as ref
     from bayesslr.inference import method as M
-    from bayesslr.inference.evaluate import score_draws
+    from bayesslr.inference.evaluate import score_draws_on_data
 
     task, data = _data(r)
     spec = model_spec(task)
@@ -150,7 +150,7 @@ def run_algo(r: dict[str, Any], work: Path) -> dict[str, Any]:
     out = {k: v for k, v in diag.items() if not isinstance(v, np.ndarray)}
     out["wall_s"] = wall
     for name, rf in refs.items():
-        s, _ = score_draws(task, spec, data, K, V, rf)
+        s, _ = score_draws_on_data(task, spec, data, K, V, rf)
         e, se = s["excess_over_reference"], s["excess_over_reference_stderr"]
         out[f"excess_{name}"] = e
         out[f"excess_{name}_stderr"] = se
@@ -164,7 +164,7 @@ def run_algo(r: dict[str, Any], work: Path) -> dict[str, Any]:
     return out
 
 
-def run(work: Path, budget: int, only: list[str], seeds=SEEDS, Ds=DS) -> None:
+def run_trapping_map(work: Path, budget: int, only: list[str], seeds=SEEDS, Ds=DS) -> None:
     from bayesslr.core.jaxconfig import configure_jax
 
     configure_jax()
@@ -203,7 +203,7 @@ def load_rows(work: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def table(work: Path):
+def trapping_table(work: Path):
     """Fraction of seeds reaching the reference per ``(delta, D, alpha, algorithm)`` with its
     binomial standard error ``sqrt(p (1 - p) / n)``, the same for ``excess <= NEAR`` (0.02), the
     mean excess with its standard error
@@ -265,14 +265,14 @@ def table(work: Path):
     return pd.DataFrame(out).sort_values(["delta", "alpha", "D", "algorithm"])
 
 
-def figure(work: Path):
+def trapping_figure(work: Path):
     """The fraction of seeds reaching the reference against ``D``, one panel per
     ``(Delta, alpha)``, a line per algorithm (error bars: binomial standard errors); the state
     evolution's hard window is at ``Delta = 1e-4``, ``alpha`` 1.175 - 1.225 (docs)."""
     from matplotlib.figure import Figure
     from matplotlib.ticker import NullFormatter
 
-    t = table(work)
+    t = trapping_table(work)
     t = t[t["algorithm"].isin(ALGOS)]
     panels = sorted({(d, a) for d, a in zip(t["delta"], t["alpha"], strict=True)},
                     key=lambda p: (-p[0], p[1]))
@@ -306,7 +306,7 @@ def figure(work: Path):
     return fig
 
 
-def main(argv: list[str] | None = None) -> int:
+def trapping_main(argv: list[str] | None = None) -> int:
     ap, sub = study_parser("python -m bayesslr.inference.trapping",
                            {"run": "run the map (resumable)",
                             "table": "the reach fractions as CSV on stdout",
@@ -317,16 +317,16 @@ def main(argv: list[str] | None = None) -> int:
     sub["figure"].add_argument("--out", required=True, type=Path)
     args = ap.parse_args(argv)
     if args.cmd == "run":
-        run(args.work, int(args.budget), args.only,
-            tuple(int(s) for s in args.seeds.split(",")), tuple(int(d) for d in
-                                                              args.D.split(",")))
+        run_trapping_map(args.work, int(args.budget), args.only,
+                         tuple(int(s) for s in args.seeds.split(",")),
+                         tuple(int(d) for d in args.D.split(",")))
     elif args.cmd == "table":
-        print(table(args.work).to_csv(index=False, float_format="%.4g"))
+        print(trapping_table(args.work).to_csv(index=False, float_format="%.4g"))
     else:
-        figure(args.work).savefig(args.out, dpi=120)
+        trapping_figure(args.work).savefig(args.out, dpi=120)
         print(args.out)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(trapping_main())

@@ -82,8 +82,10 @@ def write_report(results: str | Path | xr.DataTree, out: str | Path | None = Non
     if "inference" in tree.children and not isinstance(results, xr.DataTree):
         from bayesslr.report import inference
 
-        more, why = inference.write_figures(results, out_dir, formats=tuple(formats), dpi=dpi)
+        more, why = inference.write_inference_figures(results, out_dir, formats=tuple(formats),
+                                                      dpi=dpi)
         written += more
         skipped += why
-    more, why = finite_size.write_figures(tree, out_dir, formats=tuple(formats), dpi=dpi)
+    more, why = finite_size.write_finite_size_figures(tree, out_dir, formats=tuple(formats),
+                                                      dpi=dpi)
     return written + more, skipped + why

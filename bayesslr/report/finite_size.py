@@ -7,7 +7,7 @@ their standard errors, the fitted line ``e_inf + b/D`` down to ``1/D = 0``, the 
 its one-standard-error band, one colour per ``lam``. A size where some seed's fit or chains
 did not converge is drawn hollow (and counted in the verdict's evidence); a study whose
 ``e_inf`` misses its theory says so in its legend entry (``[does not hold]``).
-:func:`write_figures` writes ``finite_size.<fmt>`` and :func:`verdict_lines` the
+:func:`write_finite_size_figures` writes ``finite_size.<fmt>`` and :func:`verdict_lines` the
 ``# finite-size`` section of ``verdicts.txt``; both do nothing on results without a study (no
 estimator at three sizes or more).
 """
@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from bayesslr.report.finite_size_fit import Study, pm
+from bayesslr.report.finite_size_fit import Study, pm_4dp
 from bayesslr.report.finite_size_study import finite_size_studies
 
 THEME = "finite-size"
@@ -32,7 +32,7 @@ def _panel_key(s: Study) -> tuple[str, str, str]:
     return s.setting, s.estimator, s.quantity
 
 
-def figure(studies: Sequence[Study]):
+def finite_size_figure(studies: Sequence[Study]):
     """The figure of ``studies`` (module docstring); raises ``ValueError`` when none has a
     size to draw."""
     import matplotlib.pyplot as plt
@@ -86,23 +86,24 @@ def _draw(ax, s: Study, color: str) -> None:
         ax.plot(xs, s.fit.e_inf + s.fit.b * xs, "-", color=color, lw=1, alpha=0.8)
         ax.errorbar([0.0], [s.fit.e_inf], [s.fit.se], fmt="D", color=color, mfc="white",
                     ms=6, capsize=3,
-                    label=f"{lam}: D -> inf {pm(s.fit.e_inf, s.fit.se)} [{s.status}]")
+                    label=f"{lam}: D -> inf {pm_4dp(s.fit.e_inf, s.fit.se)} [{s.status}]")
     if math.isfinite(s.theory):
         band = s.theory_se if math.isfinite(s.theory_se) else 0.0
         ax.axhline(s.theory, color=color, ls="--", lw=1,
-                   label=f"{lam}: theory ({s.theory_name}) {pm(s.theory, band)}")
+                   label=f"{lam}: theory ({s.theory_name}) {pm_4dp(s.theory, band)}")
         ax.axhspan(s.theory - band, s.theory + band, color=color, alpha=0.12, lw=0)
 
 
-def write_figures(tree: xr.DataTree, out_dir: Path, *, formats: Sequence[str] = ("png",),
-                  dpi: int = 150) -> tuple[list[Path], list[tuple[str, str]]]:
+def write_finite_size_figures(tree: xr.DataTree, out_dir: Path, *,
+                              formats: Sequence[str] = ("png",), dpi: int = 150
+                              ) -> tuple[list[Path], list[tuple[str, str]]]:
     """Write ``finite_size.<fmt>``; returns (files written, [(figure, why skipped)])."""
     import matplotlib.pyplot as plt
 
     studies = finite_size_studies(tree)
     if not studies:
         return [], []
-    fig = figure(studies)
+    fig = finite_size_figure(studies)
     written = []
     for fmt in formats:
         path = Path(out_dir) / f"finite_size.{fmt}"

@@ -78,7 +78,7 @@ TARGET_SE = 0.005  # ... with a standard error of the mean <= 0.005 at the large
 EXPONENTS = np.round(np.arange(0.1, 3.0001, 0.01), 2)  # the free-exponent profile's grid
 
 
-def pm(x: float, s: float | None = None) -> str:
+def pm_4dp(x: float, s: float | None = None) -> str:
     """``x +- s`` to four decimals (the differences judged here are a few thousandths)."""
     if not math.isfinite(x):
         return "nan"
@@ -301,15 +301,16 @@ class Study:
 
     def evidence(self) -> str:
         if self.fit is None:
-            return f"{self.needs}; theory {pm(self.theory, self.theory_se)}"
+            return f"{self.needs}; theory {pm_4dp(self.theory, self.theory_se)}"
         u = self.used
         f = self.fit
         sizes = f"{len(u)} sizes D={u[0].D}..{u[-1].D}, seeds {min(p.n for p in u)}-" \
                 f"{max(p.n for p in u)}"
-        txt = (f"{self.quantity} e_inf {pm(f.e_inf, f.se)} (fit e_inf + b/D, b={f.b:.3g}, "
+        txt = (f"{self.quantity} e_inf {pm_4dp(f.e_inf, f.se)} (fit e_inf + b/D, b={f.b:.3g}, "
                f"chi2/dof={f.chi2:.3g}/{f.dof}"
                + (f", p={f.p_value:.2g}" if math.isfinite(f.p_value) else "") + f"; {sizes}; "
-               f"se at D={u[-1].D}: {u[-1].se:.3g}) vs theory {pm(self.theory, self.theory_se)}: "
+               f"se at D={u[-1].D}: {u[-1].se:.3g}) vs theory "
+               f"{pm_4dp(self.theory, self.theory_se)}: "
                f"{self.distance:.2g} combined se (threshold {self.z:.2g})")
         if self.z != Z and math.isfinite(self.distance):
             # the fixed large-sample rule beside the small-sample one, so neither is hidden

@@ -27,7 +27,7 @@ from bayesslr.report.finite_size_fit import (
     Study,
     fit_points,
     make_study,
-    pm,
+    pm_4dp,
 )
 
 
@@ -149,7 +149,7 @@ def erm_studies(tree: xr.DataTree, *, min_sizes: int = MIN_SIZES) -> list[Study]
             used = [p for p in pts if p.n >= MIN_SEEDS and p.se > 0]
             if math.isfinite(objective) and len({p.D for p in used}) >= MIN_SIZES:
                 fo = fit_points(used)
-                extra["training objective"] = (f"e_inf {pm(fo.e_inf, fo.se)} vs replica's "
+                extra["training objective"] = (f"e_inf {pm_4dp(fo.e_inf, fo.se)} vs replica's "
                                                f"{objective:.4g}")
         else:
             r = g["replica_test_error"].to_numpy(dtype=float) if "replica_test_error" in g \
@@ -176,8 +176,8 @@ def erm_studies(tree: xr.DataTree, *, min_sizes: int = MIN_SIZES) -> list[Study]
                 "the replica line less the Bayes population risk",
                 size_points(g, "excess_over_oracle"), theory - pop,
                 math.hypot(theory_se, pop_se if math.isfinite(pop_se) else 0.0),
-                {"theory parts": f"replica {pm(theory, theory_se)} - Bayes population "
-                                 f"{pm(pop, pop_se)}"}))
+                {"theory parts": f"replica {pm_4dp(theory, theory_se)} - Bayes population "
+                                 f"{pm_4dp(pop, pop_se)}"}))
     return out
 
 
@@ -211,8 +211,8 @@ def nuts_studies(tree: xr.DataTree, *, min_sizes: int = MIN_SIZES) -> list[Study
         theory = se_v - pop_v
         theory_se = math.hypot(se_s, pop_s if math.isfinite(pop_s) else 0.0)
         setting = setting_label(kv["variant"], kv["L"], kv["nu"], kv["alpha"], kv["delta"])
-        extra = {"theory parts": f"state evolution {pm(se_v, se_s)} - Bayes population "
-                                 f"{pm(pop_v, pop_s)}"}
+        extra = {"theory parts": f"state evolution {pm_4dp(se_v, se_s)} - Bayes population "
+                                 f"{pm_4dp(pop_v, pop_s)}"}
         out.append(make_study(setting, "bayes_sampling (teacher start)", "",
                               "excess_over_oracle", "the state evolution",
                               size_points(g, "excess_over_oracle"), theory, theory_se, extra))
@@ -229,7 +229,7 @@ def applies(tree: xr.DataTree) -> bool:
     return bool(finite_size_studies(tree))
 
 
-def table(studies: Sequence[Study]) -> pd.DataFrame:
+def finite_size_table(studies: Sequence[Study]) -> pd.DataFrame:
     """The finite-size table (one row per study)."""
     return pd.DataFrame([s.row() for s in studies])
 
@@ -242,18 +242,18 @@ def markdown_table(studies: Sequence[Study]) -> str:
              "|---|---|---|---|---|---|---|---|---|---|"]
     for s in studies:
         r = s.row()
-        e = pm(r["e_inf"], r["e_inf_se"]) if s.fit else "-"
+        e = pm_4dp(r["e_inf"], r["e_inf_se"]) if s.fit else "-"
         verdict = s.status if s.fit else s.needs
         if s.fit and s.needs:
             verdict += f" ({s.needs})"
         lines.append(f"| {r['setting']} | {r['estimator']} | {r['quantity']} | "
-                     f"{r['sizes']} ({r['D_max']}) | {e} | {pm(s.theory, s.theory_se)} | "
+                     f"{r['sizes']} ({r['D_max']}) | {e} | {pm_4dp(s.theory, s.theory_se)} | "
                      + (f"{s.distance:.2g}" if math.isfinite(s.distance) else "-")
                      + f" | {r['chi2_dof']} | {r['exponent']} | {verdict} |")
     return "\n".join(lines)
 
 
-def verdicts(tree: xr.DataTree) -> list[Verdict]:
+def finite_size_verdicts(tree: xr.DataTree) -> list[Verdict]:
     """One :class:`~bayesslr.report.claims.Verdict` per study."""
     return [s.verdict() for s in finite_size_studies(tree)]
 

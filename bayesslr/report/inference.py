@@ -374,8 +374,9 @@ def trapped(df: pd.DataFrame) -> Figure:
 FIGURES = {"inference_error_vs_cost": error_vs_cost, "inference_trapped": trapped}
 
 
-def write_figures(source: Any, out: str | Path, *, formats: tuple[str, ...] = ("png",),
-                  dpi: int = 120) -> tuple[list[Path], list[tuple[str, str]]]:
+def write_inference_figures(source: Any, out: str | Path, *,
+                            formats: tuple[str, ...] = ("png",), dpi: int = 120
+                            ) -> tuple[list[Path], list[tuple[str, str]]]:
     """Draw :data:`FIGURES` and write the leaderboard tables (CSV, one per budget)."""
     df = tidy(source)
     out = prepare_out(out)
