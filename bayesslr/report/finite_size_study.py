@@ -19,7 +19,6 @@ import pandas as pd
 import xarray as xr
 
 from bayesslr.core.task import ConfigError
-from bayesslr.report.claims.verdict import Verdict
 from bayesslr.report.finite_size_fit import (
     MIN_SEEDS,
     MIN_SIZES,
@@ -229,11 +228,6 @@ def applies(tree: xr.DataTree) -> bool:
     return bool(finite_size_studies(tree))
 
 
-def finite_size_table(studies: Sequence[Study]) -> pd.DataFrame:
-    """The finite-size table (one row per study)."""
-    return pd.DataFrame([s.row() for s in studies])
-
-
 def markdown_table(studies: Sequence[Study]) -> str:
     """The table as Markdown: setting, estimator, quantity, sizes, ``e_inf +- se``,
     ``theory +- se``, distance, verdict (or what is needed)."""
@@ -251,11 +245,6 @@ def markdown_table(studies: Sequence[Study]) -> str:
                      + (f"{s.distance:.2g}" if math.isfinite(s.distance) else "-")
                      + f" | {r['chi2_dof']} | {r['exponent']} | {verdict} |")
     return "\n".join(lines)
-
-
-def finite_size_verdicts(tree: xr.DataTree) -> list[Verdict]:
-    """One :class:`~bayesslr.report.claims.Verdict` per study."""
-    return [s.verdict() for s in finite_size_studies(tree)]
 
 
 # --------------------------------------------------------------------------------------------
