@@ -102,7 +102,9 @@ def _install(cmd: list[str]) -> bool:
 
 
 def _env() -> dict[str, str]:
-    env = dict(os.environ)
+    # a command runs as a user would type it: not as a pytest-xdist worker (an inherited
+    # PYTEST_XDIST_WORKER makes pytest-benchmark disable itself and refuse --benchmark-only)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
     env.setdefault("MPLBACKEND", "Agg")
     return env
