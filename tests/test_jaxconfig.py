@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 
-import jax
-import jax.numpy as jnp
 import pytest
 
 from bayesslr.core import jaxconfig
@@ -30,19 +30,32 @@ def test_release_rejects_a_fraction_outside_0_1(bad):
         jaxconfig.release_compiled_near_map_limit(bad)
 
 
+# in a fresh process: dropping every compiled function of the test session would make the
+# tests after this one recompile
+RELEASE_SCRIPT = """
+import jax, jax.numpy as jnp
+from bayesslr.core import jaxconfig
+f = jax.jit(lambda x: jnp.sin(x) + 1.0)
+x = jnp.arange(3.0)
+before = f(x)
+assert f._cache_size() == 1
+assert not jaxconfig.release_compiled_near_map_limit(1.0)  # far below the limit
+assert f._cache_size() == 1
+used, limit = jaxconfig.memory_map_use()
+jaxconfig.memory_map_use = lambda: (limit // 2 + 1, limit)
+assert jaxconfig.release_compiled_near_map_limit(0.5)
+assert f._cache_size() == 0
+assert bool(jnp.array_equal(f(x), before))  # recompiled, same numbers
+print("ok")
+"""
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
-def test_release_drops_compiled_functions_only_past_the_threshold(monkeypatch):
-    f = jax.jit(lambda x: jnp.sin(x) + 1.0)
-    x = jnp.arange(3.0)
-    before = f(x)
-    assert f._cache_size() == 1
-    assert not jaxconfig.release_compiled_near_map_limit(1.0)  # far below the limit
-    assert f._cache_size() == 1
-    used, limit = jaxconfig.memory_map_use()
-    monkeypatch.setattr(jaxconfig, "memory_map_use", lambda: (limit // 2 + 1, limit))
-    assert jaxconfig.release_compiled_near_map_limit(0.5)
-    assert f._cache_size() == 0
-    assert bool(jnp.array_equal(f(x), before))  # recompiled, same numbers
+def test_release_drops_compiled_functions_only_past_the_threshold():
+    env = {**os.environ, "BAYESSLR_JAX_CACHE": "off"}
+    proc = subprocess.run([sys.executable, "-c", RELEASE_SCRIPT], capture_output=True,
+                          text=True, timeout=120, env=env)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
 
 
 def test_sweep_units_release_after_each_unit(monkeypatch):
