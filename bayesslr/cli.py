@@ -18,7 +18,12 @@ import typer
 from typer.exceptions import TyperException  # typer vendors click; its errors derive from this
 
 from bayesslr.commands import family, methods, run, targets
-from bayesslr.core.exit_codes import EXIT_BAD_INPUT, EXIT_CELLS_FAILED, EXIT_WRITE_FAILED
+from bayesslr.core.exit_codes import (
+    EXIT_BAD_INPUT,
+    EXIT_CELLS_FAILED,
+    EXIT_SCHEDULER_LOST,
+    EXIT_WRITE_FAILED,
+)
 from bayesslr.core.files import StoreError
 from bayesslr.core.task import ConfigError
 from bayesslr.registry import families
@@ -81,6 +86,12 @@ def _interrupted() -> type[BaseException]:
     return mod.SweepInterrupted if mod is not None else _NeverRaised
 
 
+def _scheduler_lost() -> type[Exception]:
+    """:class:`bayesslr.sweep.executors.SchedulerLost` when that module is loaded."""
+    mod = sys.modules.get("bayesslr.sweep.executors")
+    return mod.SchedulerLost if mod is not None else _NeverRaised
+
+
 class _NeverRaised(Exception):
     pass
 
@@ -121,6 +132,8 @@ def main(argv: list[str] | None = None) -> None:
         _fail(str(exc), EXIT_WRITE_FAILED)
     except _cell_failed() as exc:
         _fail(str(exc), EXIT_CELLS_FAILED)
+    except _scheduler_lost() as exc:
+        _fail(str(exc), EXIT_SCHEDULER_LOST)
     except _interrupted() as exc:
         print(f"bayesslr: {exc}", file=sys.stderr)
         _exit(exc.exit_code, console=argv is None)

@@ -659,3 +659,83 @@ def test_stored_converged_theory_cells_without_channel_error_are_recomputed(tmp_
     assert any("stored as converged with no channel error" in m for m in scan.messages())
     kept = store.scan(cells, keep_stale=True)
     assert not kept.todo and len(kept.done) == 4
+
+
+def test_a_lost_scheduler_stops_the_run_without_recording_unrun_cells(monkeypatch, tmp_path,
+                                                                      capsys):
+    """A paper run's client lost its (starved) local scheduler: dask cancelled every future
+    with reason ``scheduler-connection-lost`` and the sweep recorded 465 cells as failed that
+    never ran. Now the executor stops at the first such cancellation: the finished unit is
+    stored, no cell is recorded failed, and the command exits 5 with one line (rerun to
+    resume)."""
+    import distributed
+    from distributed.client import FutureCancelledError
+
+    from bayesslr.core.exit_codes import EXIT_SCHEDULER_LOST
+    from bayesslr.sweep import executors
+    from bayesslr.sweep.config import parse_config
+    from bayesslr.sweep.runner import run_sweep
+
+    class Fut:
+        def __init__(self, key, fn, args):
+            self.key, self._fn, self._args = key, fn, args
+
+        def result(self):
+            if self.key != first[0]:
+                raise FutureCancelledError(self.key, "scheduler-connection-lost",
+                                           "Client lost the connection to the scheduler.")
+            return self._fn(*self._args)
+
+        def done(self):
+            return True
+
+        def release(self):
+            pass
+
+    first: list[str] = []
+
+    class Client:
+        def submit(self, fn, *args, key, **kw):
+            first.append(key) if not first else None
+            return Fut(key, fn, args)
+
+        def cancel(self, futs, force=False):
+            pass
+
+    class AsCompleted:
+        def __init__(self, futs):
+            self.futs = list(futs)
+
+        def is_empty(self):
+            return not self.futs
+
+        def next_batch(self, block=False):
+            batch, self.futs = self.futs, []
+            return batch
+
+    def lost_executor(*args, **kwargs):
+        ex = executors.DaskExecutor(workers=1)
+        ex.open = lambda: setattr(ex, "_client", Client())
+        ex.close = lambda: None
+        first.clear()
+        return ex
+
+    monkeypatch.setattr(distributed, "as_completed", AsCompleted)
+    raw = {"name": "lost", "defaults": {"seeds": [0]},
+           "grid": [{"methods": ["sweeptest:a"], "alpha": [1, 2, 3]}]}
+    out = tmp_path / "o"
+    with pytest.raises(executors.SchedulerLost, match="2 of 3 units of cells not run"):
+        run_sweep(parse_config(raw), out, progress=False, executor=lost_executor())
+    assert len(list((out / "cells").glob("*.nc"))) == 1 and not (out / "dataset.nc").exists()
+    summary = run_sweep(parse_config(raw), out, progress=False)  # resume: only the rest
+    assert (summary.reused, summary.computed, summary.failed) == (1, 2, 0)
+    # the command: one line, exit 5
+    cfg = tmp_path / "lost.toml"
+    cfg.write_text('name = "lost"\n[defaults]\nseeds = [0]\n[[grid]]\n'
+                   'methods = ["sweeptest:a"]\nalpha = [1, 2, 3]\n')
+    monkeypatch.setattr(executors, "make_executor", lost_executor)
+    code, _, err = run_cli(["run", "--config", str(cfg), "--out", str(tmp_path / "c"),
+                            "--workers", "1", "--quiet"], capsys)
+    assert code == EXIT_SCHEDULER_LOST == 5, err
+    line = one_line(err)
+    assert "lost the connection to the dask scheduler" in line and "rerun" in line

@@ -66,7 +66,8 @@ def run_sweep_verb(
 
     Exit status: 0 every cell ok; 2 bad input, or OUT in use by another run; 3 the sweep
     finished but some cells failed (see OUT/manifest.json); 4 a results file could not be
-    written; 130/143 interrupted by SIGINT/SIGTERM (rerun to resume).
+    written; 5 the connection to the dask scheduler was lost (rerun to resume); 130/143
+    interrupted by SIGINT/SIGTERM (rerun to resume).
     """
     from bayesslr.sweep.config import load_config, load_preset
     from bayesslr.sweep.executors import (

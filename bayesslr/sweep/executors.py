@@ -78,6 +78,20 @@ class SweepInterrupted(BaseException):
         self.exit_code = 128 + signum
 
 
+class SchedulerLost(Exception):
+    """The sweep's client lost its dask scheduler: the cells not finished were never run.
+
+    They are not recorded (a resumed run computes them); the cells finished before stay
+    stored.
+    """
+
+
+def _scheduler_lost(exc: BaseException) -> bool:
+    """Whether a future's exception is its cancellation because the client lost the
+    scheduler (not a failure of the cell)."""
+    return getattr(exc, "reason", None) == "scheduler-connection-lost"
+
+
 class StopFlag:
     """Set by the signal handler, read by the runner and the executors at safe points.
 
@@ -469,6 +483,7 @@ class DaskExecutor:
         client = self._client
         plugins = plugin_names()
         futures = {}
+        handled = 0
         try:
             for unit in units(cells):
                 if stop:
@@ -491,11 +506,18 @@ class DaskExecutor:
                     try:
                         recs = fut.result()
                     except Exception as exc:  # worker died (KilledWorker) or lost
+                        if _scheduler_lost(exc):
+                            raise SchedulerLost(
+                                f"lost the connection to the dask scheduler; "
+                                f"{len(futures) - handled} of {len(futures)} units of cells "
+                                f"not run (the finished cells are stored): rerun the same "
+                                f"command to resume") from exc
                         text = clean_text(" ".join(f"{type(exc).__name__}: {exc}".split()))
                         recs = [CellRecord(c, "failed", {}, text[:MAX_ERROR_CHARS])
                                 for c in unit]
                     for rec in recs:
                         on_done(rec)
+                    handled += 1
                     fut.release()
         finally:
             if stop:
