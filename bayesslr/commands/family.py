@@ -17,7 +17,14 @@ from typing import Any
 
 import typer
 
-from bayesslr.commands.common import cli_task, emit, parse_float, parse_grid, run_cells
+from bayesslr.commands.common import (
+    JSON_FLAG_HELP,
+    cli_task,
+    emit,
+    parse_float,
+    parse_grid,
+    run_cells,
+)
 from bayesslr.core.lam import parse_lam_text
 from bayesslr.core.options import Opt
 from bayesslr.core.task import ConfigError, check_int
@@ -105,7 +112,7 @@ def verb_parameters(spec: MethodSpec, face: CliFace) -> list[inspect.Parameter]:
         flag = option_flag(opt, face.flags.get(opt.name))
         params.append(_param(f"opt_{opt.name}", None, flag, metavar(opt), _option_help(opt),
                              is_bool=opt.kind == "bool", show_default=False))
-    params.append(_param("as_json", False, "--json", "", "Print one JSON object.",
+    params.append(_param("as_json", False, "--json", "", JSON_FLAG_HELP,
                          is_bool=True, show_default=False))
     return params
 

@@ -325,7 +325,8 @@ def state_evolution_lines(ds: xr.Dataset) -> dict[str, np.ndarray] | None:
 def trajectory_groups(results: Results) -> dict[str, xr.Dataset]:
     """The trajectory families: those whose registry ``ReportRole`` declares ``trajectories``
     (``gd``), with recorded trajectories in the results."""
-    return {f: ds for f, ds in groups(results).items() if f in trajectory_families()
+    declared = trajectory_families()
+    return {f: ds for f, ds in groups(results).items() if f in declared
             and is_trajectory(ds) and "trajectory_m_k" in ds}
 
 
