@@ -226,6 +226,13 @@ def test_certificate_is_computed_from_the_file(revision, old_erm, tmp_path, monk
     assert erm["D"] == [100, 400] and erm["seeds"] == 2
     # the synthetic alpha = 5 sampler cell did not converge (its starts disagree)
     assert bs_["converged"] == pytest.approx(0.5) and bs_["D"] == [50]
+    # ... and it is listed, with the sampler's own reason, read from the file
+    ds = tree["bayes_sampling"].to_dataset()
+    bad = ds["converged"].where(~ds["converged"].astype(bool), drop=True)
+    assert [f["alpha"] for f in bs_["flagged"]] == [float(a) for a in bad["alpha"].values]
+    assert [f["reason"] for f in bs_["flagged"]] == [
+        str(ds["reason"].sel(alpha=a).squeeze().item()) for a in bad["alpha"].values]
+    assert erm["flagged"] == []
     assert cert["certified"] is False  # a non-converged sampler cell is never certified
 
 

@@ -117,8 +117,12 @@ def certificate(tree: xr.DataTree) -> dict[str, Any]:
         get_method`), ``at_current_version`` (the fraction of its cells at it),
         ``converged`` (the fraction of its cells with a result whose ``converged`` output is
         true; None without that output), ``cells``, and the sizes: ``D`` and ``sqrtND`` (the
-        values run) and ``seeds`` (how many); ``certified``: a clean revision, every cell at
-        its current version and every converged fraction 1.
+        values run) and ``seeds`` (how many), and ``flagged``: every cell with a result whose
+        ``converged`` is false, as its coordinates (the dimensions of the family's dataset that
+        have more than one value, and ``method``) and ``reason``; ``certified``: a clean
+        revision, no failed cell, every cell at its current version and every converged
+        fraction 1 (a file that ships flagged cells is not certified: ``flagged`` says which
+        and why).
 
     Examples
     --------
@@ -163,19 +167,36 @@ def certificate(tree: xr.DataTree) -> dict[str, Any]:
         f["at_current_version"] = (f["versions"].get(cur, 0) / n) if n else None
         f["D"], f["sqrtND"] = sorted(f["D"]), sorted(f["sqrtND"])
         f["seeds"] = len(f.pop("seed"))
-        f["converged"] = None
+        f["converged"], f["flagged"] = None, []
         if fam in tree.children:
             ds = tree[fam].to_dataset()
             if "converged" in ds and "test_error" in ds:
                 has = np.isfinite(np.asarray(ds["test_error"].values, float))
                 conv = np.asarray(ds["converged"].values, float)
                 f["converged"] = float((conv[has] > 0.5).mean()) if has.any() else None
+                f["flagged"] = _flagged(ds, has & ~(conv > 0.5))
     cert["families"] = fams
     cert["certified"] = bool(
         cert["clean"] and cert["cells_failed"] == 0 and fams
         and all(f["at_current_version"] == 1.0 for f in fams.values())
         and all(f["converged"] in (None, 1.0) for f in fams.values()))
     return cert
+
+
+def _flagged(ds: xr.Dataset, mask: np.ndarray) -> list[dict[str, Any]]:
+    """The cells of ``ds`` where ``mask`` (over ``converged``'s dimensions) holds: the
+    coordinates that vary in the family (and ``method``), and the family's ``reason``."""
+    dims = ds["converged"].dims
+    shown = [d for d in dims if d == "method" or ds.sizes[d] > 1]
+    reason = ds["reason"].values if "reason" in ds and ds["reason"].dims == dims else None
+    out = []
+    for idx in zip(*np.nonzero(mask), strict=True):
+        pos = dict(zip(dims, idx, strict=True))
+        rec: dict[str, Any] = {d: ds[d].values[pos[d]].item() for d in shown}
+        if reason is not None:
+            rec["reason"] = str(reason[tuple(idx)])
+        out.append(rec)
+    return out
 
 
 def build_reference(results: str | Path, out: str | Path | None = None, *,
