@@ -402,10 +402,16 @@ class Prerequisites:
         ``pending(cells) -> {key: cell}``: the cells of other families these cells need and
         that are not yet available (cached answers left out), keyed so that work several
         cells share is counted once.
+    waits_on : callable, optional
+        ``waits_on(cell) -> key or None``: the one piece of that work a cell would solve, or
+        wait for while another process solves it (ERM: the replica continuation path, solved
+        once under a lock); ``None`` when it needs none or the answer is cached.
+        :func:`spread_units` uses it to start different pieces on different workers first.
     """
 
     what: str
     pending: Callable[[Sequence[Cell]], Mapping[Hashable, Cell]]
+    waits_on: Callable[[Cell], Hashable | None] | None = None
 
 
 def _no_cost(cell: Cell, opts: Options) -> float:
@@ -688,6 +694,43 @@ def units(cells: Sequence[Cell]) -> list[list[Cell]]:
             key = spec.batch_key(cell, spec.schema.validate(cell.options))
         groups.setdefault((cell.method, key) if key is not None else ("cell", i), []).append(cell)
     return list(groups.values())
+
+
+def spread_units(groups: Sequence[list[Cell]]) -> list[list[Cell]]:
+    """Units in the order several workers should start them: the first unit waiting on each
+    piece of shared work (:attr:`Prerequisites.waits_on`) first, in order of appearance, then
+    every other unit in its order.
+
+    Cells that share a piece of work solve it once, under a lock: a second worker that picks
+    a unit of the same piece waits, idle, until the first has solved it (a replica path of the
+    paper preset: half an hour). Started first, the pieces run side by side, and the units
+    that follow find them solved. Units waiting on nothing keep their place.
+    """
+    firsts: list[int] = []
+    seen: set[Hashable] = set()
+    for i, unit in enumerate(groups):
+        key = _waits_on(unit)
+        if key is not None and key not in seen:
+            seen.add(key)
+            firsts.append(i)
+    if len(firsts) < 2:
+        return list(groups)
+    first = set(firsts)
+    # the pieces start where the first of them stood; everything before it keeps its place
+    head = [g for i, g in enumerate(groups) if i < firsts[0]]
+    rest = [g for i, g in enumerate(groups) if i >= firsts[0] and i not in first]
+    return head + [groups[i] for i in firsts] + rest
+
+
+def _waits_on(unit: Sequence[Cell]) -> Hashable | None:
+    """The piece of shared work the first cell of ``unit`` that needs one waits on."""
+    for cell in unit:
+        need = get_method(cell.method).prerequisites
+        if need is not None and need.waits_on is not None:
+            key = need.waits_on(cell)
+            if key is not None:
+                return (cell.method, key)
+    return None
 
 
 def run_unit(cells: Sequence[Cell]) -> list[dict[str, Scalar]]:

@@ -303,7 +303,15 @@ def _replica_prerequisites(cells: Sequence[Cell]) -> dict[str, Cell]:
     return needed
 
 
-REPLICA_PREREQUISITES = Prerequisites("replica lam", _replica_prerequisites)
+def _replica_waits_on(cell: Cell) -> str | None:
+    """The replica solve (its lock: a whole continuation path, or a lone point) that an ERM
+    cell with ``lam='replica'`` waits on while another process solves it; ``None`` when the
+    cell needs none or its answer is cached."""
+    pending = replica_pending(cell, get_method(cell.method).schema.validate(cell.options))
+    return None if pending is None else _lock_name(pending[1])
+
+
+REPLICA_PREREQUISITES = Prerequisites("replica lam", _replica_prerequisites, _replica_waits_on)
 
 
 def _record(tcell: Cell, out: Mapping[str, Any]) -> dict[str, Any]:

@@ -43,7 +43,7 @@ from typing import Any, Protocol
 from bayesslr.core import startup
 from bayesslr.core.jaxconfig import release_compiled_near_map_limit
 from bayesslr.core.task import ConfigError
-from bayesslr.registry import Cell, run_unit, units
+from bayesslr.registry import Cell, run_unit, spread_units, units
 from bayesslr.sweep.storage import (
     CellRecord,
     clean_text,
@@ -485,7 +485,8 @@ class DaskExecutor:
         futures = {}
         handled = 0
         try:
-            for unit in units(cells):
+            # the units sharing a replica path wait for one solve: start each path first
+            for unit in spread_units(units(cells)):
                 if stop:
                     return
                 fut = client.submit(_remote_unit, unit, plugins, pure=False,
