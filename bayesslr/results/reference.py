@@ -195,8 +195,8 @@ def _flagged(ds: xr.Dataset, mask: np.ndarray) -> list[dict[str, Any]]:
     for idx in zip(*np.nonzero(mask), strict=True):
         pos = dict(zip(dims, idx, strict=True))
         rec: dict[str, Any] = {d: ds[d].values[pos[d]].item() for d in shown}
-        if reason is not None:
-            rec["reason"] = str(reason[tuple(idx)])
+        rec["reason"] = (str(reason[tuple(idx)]) if reason is not None
+                         else "converged is false (the family records no reason)")
         out.append(rec)
     return out
 
