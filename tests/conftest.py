@@ -34,6 +34,21 @@ def run_cli(argv: list[str], capsys) -> tuple[int, str, str]:
     return ex.value.code, out.out, out.err
 
 
+class AllAtOnce:
+    """Stand-in for ``distributed.as_completed`` in tests that fake a dask client: every
+    future submitted is handed back in one batch."""
+
+    def __init__(self, futs):
+        self.futs = list(futs)
+
+    def is_empty(self):
+        return not self.futs
+
+    def next_batch(self, block=False):
+        batch, self.futs = self.futs, []
+        return batch
+
+
 # the test-only method family (tests/sweep_plugin.py): modules that use it say
 # ``pytestmark = pytest.mark.usefixtures("plugin")`` and take ``plugin`` (its execution log)
 PLUGIN = str(Path(__file__).resolve().parent / "sweep_plugin.py")

@@ -35,7 +35,7 @@ from bayesslr.core.task import ConfigError
 from bayesslr.registry import Cell, run_unit
 from bayesslr.sweep.config import parse_config
 from bayesslr.sweep.storage import CellRecord, ResultStore
-from conftest import REPO, run_cli
+from conftest import REPO, AllAtOnce, run_cli
 
 pytestmark = pytest.mark.usefixtures("plugin")  # the test family (conftest.py)
 
@@ -702,17 +702,6 @@ def test_a_lost_scheduler_stops_the_run_without_recording_unrun_cells(monkeypatc
         def cancel(self, futs, force=False):
             pass
 
-    class AsCompleted:
-        def __init__(self, futs):
-            self.futs = list(futs)
-
-        def is_empty(self):
-            return not self.futs
-
-        def next_batch(self, block=False):
-            batch, self.futs = self.futs, []
-            return batch
-
     def lost_executor(*args, **kwargs):
         ex = executors.DaskExecutor(workers=1)
         ex.open = lambda: setattr(ex, "_client", Client())
@@ -720,7 +709,7 @@ def test_a_lost_scheduler_stops_the_run_without_recording_unrun_cells(monkeypatc
         first.clear()
         return ex
 
-    monkeypatch.setattr(distributed, "as_completed", AsCompleted)
+    monkeypatch.setattr(distributed, "as_completed", AllAtOnce)
     raw = {"name": "lost", "defaults": {"seeds": [0]},
            "grid": [{"methods": ["sweeptest:a"], "alpha": [1, 2, 3]}]}
     out = tmp_path / "o"

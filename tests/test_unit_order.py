@@ -9,6 +9,7 @@ import pytest
 
 from bayesslr.erm import method as erm_method
 from bayesslr.registry import Cell, spread_units, units
+from conftest import AllAtOnce
 
 
 def _erm(nu: float, alpha: float, seed: int, lam: str = "replica") -> Cell:
@@ -82,18 +83,7 @@ def test_the_cluster_submits_in_that_order(empty_cache, monkeypatch):
             submitted.append(unit[0])
             return Fut(key, unit)
 
-    class AsCompleted:
-        def __init__(self, futs):
-            self.futs = list(futs)
-
-        def is_empty(self):
-            return not self.futs
-
-        def next_batch(self, block=False):
-            batch, self.futs = self.futs, []
-            return batch
-
-    monkeypatch.setattr(distributed, "as_completed", AsCompleted)
+    monkeypatch.setattr(distributed, "as_completed", AllAtOnce)
     ex = executors.DaskExecutor(workers=1)
     ex.open = lambda: setattr(ex, "_client", Client())
     cells = [_erm(nu, a, 0) for nu in (1.0, 2.0) for a in (1.0, 2.0)]
