@@ -63,11 +63,11 @@ def pytest_collection_modifyitems(session, config, items):
     """The files of :data:`HEAVIEST_FIRST` first, in that order (a stable sort: each file's
     tests stay together and in order, and every xdist worker collects the same order)."""
     rank = {name: i for i, name in enumerate(HEAVIEST_FIRST)}
-    root = Path(str(config.rootpath))
+    root = Path(str(config.rootpath)).resolve()
 
     def key(item):
         try:
-            rel = Path(str(item.path)).resolve().relative_to(root.resolve()).as_posix()
+            rel = Path(str(item.path)).resolve().relative_to(root).as_posix()
         except ValueError:  # a file outside the repository
             return len(rank)
         return rank.get(rel, len(rank))

@@ -17,6 +17,10 @@ def _erm(nu: float, alpha: float, seed: int, lam: str = "replica") -> Cell:
                 lam=lam, sqrtND=200.0, seed=seed)
 
 
+def _row(cell: Cell) -> tuple:
+    return cell.method.split(":")[0], cell.nu, cell.alpha, cell.seed, cell.lam
+
+
 @pytest.fixture
 def empty_cache(tmp_path, monkeypatch):
     monkeypatch.setenv(erm_method.REPLICA_CACHE_ENV, str(tmp_path / "replica"))
@@ -29,16 +33,13 @@ def test_each_replica_path_starts_before_a_second_unit_waits_on_one(empty_cache)
     cells = [pop] + [_erm(nu, a, s) for nu in (1.0, 2.0) for a in (1.0, 2.0) for s in (0, 1)]
     cells.append(_erm(2.0, 5.0, 0, lam="0.1"))  # waits on nothing
     order = spread_units(units(cells))
-    got = [(u[0].method.split(":")[0], u[0].nu, u[0].alpha, u[0].seed, u[0].lam) for u in order]
+    got = [_row(u[0]) for u in order]
     assert got[0][0] == "population"  # before the first path: keeps its place
     assert got[1] == ("erm", 1.0, 1.0, 0, "replica")  # path nu = 1 ...
     assert got[2] == ("erm", 2.0, 1.0, 0, "replica")  # ... and path nu = 2 before any second
     # every unit is there once, the others in their order
-    assert sorted(map(str, got)) == sorted(map(str, [(u[0].method.split(":")[0], u[0].nu,
-                                                       u[0].alpha, u[0].seed, u[0].lam)
-                                                      for u in units(cells)]))
-    assert got[3:] == [g for g in [(c.method.split(":")[0], c.nu, c.alpha, c.seed, c.lam)
-                                for c in cells[1:]] if g not in got[:3]]
+    assert sorted(map(str, got)) == sorted(map(str, [_row(u[0]) for u in units(cells)]))
+    assert got[3:] == [g for g in map(_row, cells[1:]) if g not in got[:3]]
     # the paths named are whole continuation paths: both alphas of a nu wait on one lock
     keys = {erm_method._replica_waits_on(_erm(1.0, a, 0)) for a in (1.0, 2.0)}
     assert len(keys) == 1 and None not in keys

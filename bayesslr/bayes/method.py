@@ -109,21 +109,22 @@ def _memory(cell: Cell, opts: Mapping[str, Any]) -> Resources:
 
 
 # gradient evaluations a NUTS iteration takes per chain (the trees' size): measured on the
-# reference run's cells (D = 100, 4 chains, teacher start): 15-22 at alpha >= 2, 33 at
-# alpha = 1, where the posterior is broad and the trees deep (benchmarks/README.md, "Cost model")
-GRADS_PER_ITERATION = {"alpha < 1.5": 33.0, "alpha >= 1.5": 15.0}
+# reference run's cells (D = 100, 4 chains, teacher start): 33 at alpha = 1, where the posterior
+# is broad and the trees deep, 15-22 at alpha >= 2 (benchmarks/README.md, "Cost model")
+DEEP_TREES_BELOW_ALPHA = 1.5
+GRADS_PER_ITERATION_DEEP, GRADS_PER_ITERATION = 33.0, 15.0
 
 
 def _cost(cell: Cell, opts: Mapping[str, Any]) -> float:
     """Core-seconds of one cell: a fixed part (compilation of the shape, shared by its seeds;
     data, prediction) plus, per gradient evaluation, a fixed overhead and a part in ``N D L``;
-    the gradient evaluations are the iterations times :data:`GRADS_PER_ITERATION`. Fitted to
-    the reference run's 36 cells (``D = 100``, ``alpha`` 1 to 12, 4 chains; benchmarks/README.md,
-    "Cost model")."""
+    the gradient evaluations are the iterations times :data:`GRADS_PER_ITERATION` (its ``_DEEP``
+    twin below :data:`DEEP_TREES_BELOW_ALPHA`). Fitted to the reference run's 36 cells
+    (``D = 100``, ``alpha`` 1 to 12, 4 chains; benchmarks/README.md, "Cost model")."""
     D, N, L = _sizes(cell)
     steps = (opts["warmup"] + opts["draws"]) * opts["chains"] * len(opts["init"])
-    per_iteration = GRADS_PER_ITERATION["alpha < 1.5" if float(cell.alpha) < 1.5
-                                        else "alpha >= 1.5"]
+    per_iteration = (GRADS_PER_ITERATION_DEEP if float(cell.alpha) < DEEP_TREES_BELOW_ALPHA
+                     else GRADS_PER_ITERATION)
     return 10.0 + steps * per_iteration * (3.6e-5 + 1.29e-9 * N * D * L)
 
 
