@@ -266,3 +266,17 @@ def test_anneal_start_through_the_registry(ladder):
     assert res["init"] == "anneal" and res["chain_method_used"] == "vectorized"
     for key in ("test_error", "r_hat_max", "ess_bulk_min", "nishimori_gap", "mean_log_lik"):
         assert np.isfinite(res[key]), key
+
+
+def test_reason_prints_a_failing_value_apart_from_its_threshold():
+    """The reference's one flagged NUTS cell read "r_hat_max 1.01 > 1.01": the reason now
+    prints the digits that tell the value from the threshold."""
+    from bayesslr.bayes.method import verdict
+
+    ok, why = verdict({"r_hat_max": 1.0103, "ess_bulk_min": 399.6, "ess_tail_min": 900.0,
+                       "divergences": 0, "r_hat_max_pooled": 1.01004}, chains=4)
+    assert not ok
+    assert "r_hat_max 1.0103 > 1.01" in why and "ess_bulk_min 399.6 < 400" in why
+    assert "pooled r_hat 1.01004 > 1.01" in why
+    assert verdict({"r_hat_max": 1.0042, "ess_bulk_min": 1000.0, "ess_tail_min": 900.0},
+                   chains=4) == (True, "converged")

@@ -53,3 +53,19 @@ CONVERGENCE: dict[str, Convergence] = {
     "reference": Convergence(r_hat_max=1.01, ess_min=400.0, per_chain=False),
     "inference": Convergence(r_hat_max=1.05, ess_min=100.0, per_chain=False),
 }
+
+
+def apart(value: float, limit: float) -> str:
+    """``value`` with the fewest significant digits (at least 3) that do not print it as
+    ``limit``: a reason never reads ``1.01 > 1.01``.
+
+    Examples
+    --------
+    >>> apart(1.0103, 1.01), apart(1.2, 1.01), apart(99.96, 100)
+    ('1.0103', '1.2', '99.96')
+    """
+    for d in range(3, 12):
+        shown = f"{value:.{d}g}"
+        if float(shown) != float(limit) or value == limit:
+            return shown
+    return repr(value)
