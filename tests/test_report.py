@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 import xarray as xr
 from matplotlib.figure import Figure
+from scipy import stats
 
 from bayesslr.registry import Cell, get_method
 from bayesslr.report import FIGURES, NothingToPlot, all_verdicts, tables, write_report
@@ -393,6 +394,54 @@ def test_decision_rule():
     assert V.critical(1) == pytest.approx(13.97, abs=0.05)
     assert V.less(1.0, 0.1, 1.5, 0.0, dof_a=1) == C.UNDECIDED
     assert V.less(1.0, 0.1, 1.5, 0.0, dof_a=30) == C.HOLDS
+    # one of m comparisons (Bonferroni): the family threshold, on the failing side only
+    assert V.critical(tests=72) == pytest.approx(3.418, abs=1e-3)
+    assert V.critical(2, tests=10) > V.critical(2) > V.critical(tests=10)
+    assert V.equal(1.0, 0.1, 1.4, 0.1) == C.FAILS                 # 2.8 se
+    assert V.equal(1.0, 0.1, 1.4, 0.1, tests=72) == C.HOLDS       # within 3.42 se
+    assert V.less(1.4, 0.1, 1.0, 0.1, tests=72) == C.UNDECIDED    # wrong way, short of 3.42
+    assert "one of 72" in V.less(1.4, 0.1, 1.0, 0.1, tests=72).need
+    assert V.less(1.0, 0.1, 1.4, 0.1, tests=72) == C.HOLDS        # holding needs no correction
+    assert V.not_above(0.4024, 0.001, 0.40, 0.0003, tests=72) == C.HOLDS
+    with pytest.raises(ValueError, match="tests must be >= 1"):
+        V.critical(tests=0)
+
+
+def test_a_claim_over_many_points_fails_by_chance_as_often_as_one_comparison():
+    """A correct estimator checked at 72 points (the reference's Nishimori check): at Z = 2 per
+    point the claim failed by chance in about 1 - 0.954^72 = 97 % of data sets; judged as one
+    family it fails at most as often as one 2-se comparison (4.6 %). 2000 simulated data sets:
+    the rates' binomial standard errors are below 0.005."""
+    rng = np.random.default_rng(0)
+    z = rng.standard_normal((2000, 72))
+    naive = np.mean([V.combine([V.equal(x, 1.0, 0.0, 0.0) for x in row]) == C.FAILS
+                     for row in z[:200]])
+    family = np.mean([V.combine([V.equal(x, 1.0, 0.0, 0.0, tests=72) for x in row]) == C.FAILS
+                      for row in z])
+    assert naive > 0.9
+    level = 2 * (1 - stats.norm.cdf(2))
+    assert family <= level + 3 * math.sqrt(level * (1 - level) / len(z))
+    assert family > 0.01  # the family still fails, at about its level (Bonferroni is tight)
+
+
+def test_sign_test_sees_an_offset_the_wide_points_cannot():
+    """21 points whose 3-seed errors are far wider than a common offset of one per-point
+    standard deviation: no point fails at the family threshold, but 18 of 21 gaps below zero
+    fail the sign test (the reference's linear ERM against the replica line); a fair coin
+    does not."""
+    tests, off = V.family(21, 1)
+    assert (tests, off) == (42, 2)
+    gaps = [-0.03] * 18 + [0.01] * 3
+    pts = [V.equal(g, 0.02, 0.0, 0.0, 2.0, math.inf, tests=tests) for g in gaps]
+    assert all(p == C.HOLDS for p in pts)
+    st, text = V.offset_point(gaps, "ERM minus replica", off)
+    assert st == C.FAILS and "18 of 21 gaps below zero" in text and "a common offset" in text
+    st, _ = V.offset_point([-0.03] * 11 + [0.01] * 10, "ERM minus replica", off)
+    assert st == C.HOLDS
+    assert V.offset_point([0.01] * 5, "too few", off) is None
+    v = V.verdict_of("claim", [*zip(pts, map(str, gaps), strict=True), (st, text)], "", tests=tests,
+                     offsets=1)
+    assert "half by the 1 sign test for a common offset" in v.evidence
 
 
 @pytest.mark.parametrize("keep", [

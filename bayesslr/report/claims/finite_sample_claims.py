@@ -14,8 +14,10 @@ from bayesslr.report.claims.verdict import (
     Z,
     combine,
     equal,
+    family,
     less,
     num,
+    offset_point,
     pm,
     setting_text,
     undecided,
@@ -68,25 +70,27 @@ def _ordering(t: pd.DataFrame, trio: tuple[str, str, str], what: str) -> Verdict
     """``trio[0] < trio[1] < trio[2]`` at every point all three ran, each at its largest
     size."""
     big = _largest(t[t.method.isin(trio)])
-    pts = []
+    found = []
     for key, grp in big.groupby(SETTING):
         rows = {r.method: r for _, r in grp.iterrows()}
-        if not all(m in rows for m in trio):
-            continue
-        a, b, c = (rows[m] for m in trio)
-        st = combine([less(a.test_error, a.se, b.test_error, b.se, a.dof, b.dof),
-                      less(b.test_error, b.se, c.test_error, c.se, b.dof, c.dof)])
+        if all(m in rows for m in trio):
+            found.append((key, *(rows[m] for m in trio)))
+    m = 2 * len(found)  # two comparisons a point
+    pts = []
+    for key, a, b, c in found:
+        st = combine([less(a.test_error, a.se, b.test_error, b.se, a.dof, b.dof, tests=m),
+                      less(b.test_error, b.se, c.test_error, c.se, b.dof, c.dof, tests=m)])
         pts.append((st, f"{setting_text(dict(zip(SETTING, key, strict=True)), alpha=True)}: "
                         f"{pm(a.test_error, a.se, b.test_error)} < "
                         f"{pm(b.test_error, b.se, a.test_error, c.test_error)} < "
                         f"{pm(c.test_error, c.se, b.test_error)}"))
     return verdict_of(f"test error ordering Bayes < softmax < linear ({what})", pts,
-                      f"needs {', '.join(trio)} at a common alpha")
+                      f"needs {', '.join(trio)} at a common alpha", tests=m)
 
 
 def _erm_reaches_replica(full: pd.DataFrame) -> Verdict:
     """ERM -> replica as ``D`` grows, at the replica's ``lam`` (``full``: every ``lam``)."""
-    pts = []
+    found = []
     for act in ACTIVATIONS:
         th = full[full.method == f"theory_erm:{act}"]
         erm = full[full.method == f"erm:{act}"]
@@ -98,20 +102,37 @@ def _erm_reaches_replica(full: pd.DataFrame) -> Verdict:
             same = erm[(erm.variant == r.variant) & (erm.L == r.L) & (erm.nu == r.nu)
                        & (erm.delta == r.delta) & (erm.alpha == r.alpha) & lam_ok]
             if not same.empty:
-                pts.append(_replica_point(act, r, same))
+                found.append((act, r, same))
+    acts = list(dict.fromkeys(act for act, _, _ in found))
+    # each point, and one offset check per activation
+    tests, off_tests = family(len(found), len(acts))
+    pts = [_replica_point(act, r, same, tests) for act, r, same in found]
+    for act in acts:
+        gaps = [_largest_size(same).test_error - r.test_error for a, r, same in found
+                if a == act]
+        if (off := offset_point(gaps, f"{act}, ERM minus replica at the largest D",
+                                off_tests)):
+            pts.append(off)
     return verdict_of("L-BFGS ERM (informed start) agrees with the replica prediction at the "
                       "largest D run (gaps listed from the smallest D)", pts,
-                      "needs erm:<act> and theory_erm:<act> at a common alpha and lam")
+                      "needs erm:<act> and theory_erm:<act> at a common alpha and lam",
+                      tests=tests, offsets=len(acts))
 
 
-def _replica_point(act: str, r: pd.Series, same: pd.DataFrame) -> tuple[str, str]:
-    """ERM at every size against the replica row ``r``; judged at the largest size."""
+def _largest_size(same: pd.DataFrame) -> pd.Series:
+    return same.assign(_o=same["size"].map(size_order)).sort_values("_o").iloc[-1]
+
+
+def _replica_point(act: str, r: pd.Series, same: pd.DataFrame, tests: int
+                   ) -> tuple[str, str]:
+    """ERM at every size against the replica row ``r``; judged at the largest size, as one
+    of ``tests`` comparisons."""
     same = same.assign(_o=same["size"].map(size_order))
     same = same.sort_values("_o")
     gaps = [f"{s['size']}: {pm(s.test_error - r.test_error, math.hypot(s.se, r.se))}"
             f" ({s.seeds} seed{'s' if s.seeds > 1 else ''})" for _, s in same.iterrows()]
-    last = same.iloc[-1]
-    st = equal(last.test_error, last.se, r.test_error, r.se, last.dof, r.dof)
+    last = _largest_size(same)
+    st = equal(last.test_error, last.se, r.test_error, r.se, last.dof, r.dof, tests=tests)
     erm_lams = "/".join(dict.fromkeys(same.lam.astype(str)))
     lam = (f"\u03bb={r.lam}" if r.lam not in TUNED_LAMS else
            f"optimal \u03bb (replica; ERM \u03bb={erm_lams})")
@@ -121,44 +142,53 @@ def _replica_point(act: str, r: pd.Series, same: pd.DataFrame) -> tuple[str, str
 
 def _nuts_reaches_state_evolution(t: pd.DataFrame) -> Verdict:
     big = _largest(t)
-    pts = []
+    found = []
     for key, grp in big.groupby(SETTING):
         rows = {r.method: r for _, r in grp.iterrows()}
         if "bayes_sampling" in rows and "theory_bayes" in rows:
-            a, b = rows["bayes_sampling"], rows["theory_bayes"]
-            note = " (1 seed: test-set error only)" if a.seeds == 1 else ""
-            pts.append((equal(a.test_error, a.se, b.test_error, b.se, a.dof, b.dof),
-                        f"{setting_text(dict(zip(SETTING, key, strict=True)), alpha=True)} "
-                        f"{a['size']}: NUTS {pm(a.test_error, a.se, b.test_error)}{note} vs SE "
-                        f"{pm(b.test_error, b.se, a.test_error)}"))
+            found.append((key, rows["bayes_sampling"], rows["theory_bayes"]))
+    tests, off_tests = family(len(found), 1)  # each point, and the offset check
+    pts = []
+    for key, a, b in found:
+        note = " (1 seed: test-set error only)" if a.seeds == 1 else ""
+        pts.append((equal(a.test_error, a.se, b.test_error, b.se, a.dof, b.dof,
+                          tests=tests),
+                    f"{setting_text(dict(zip(SETTING, key, strict=True)), alpha=True)} "
+                    f"{a['size']}: NUTS {pm(a.test_error, a.se, b.test_error)}{note} vs SE "
+                    f"{pm(b.test_error, b.se, a.test_error)}"))
+    if (off := offset_point([a.test_error - b.test_error for _, a, b in found],
+                            "NUTS minus SE", off_tests)):
+        pts.append(off)
     return verdict_of("the NUTS posterior mean reaches the Bayes-optimal error of the state "
                       "evolution", pts, "needs bayes_sampling and theory_bayes at a common "
-                      "alpha")
+                      "alpha", tests=tests, offsets=1)
 
 
 def _state_evolution_decreases(results: Results, t: pd.DataFrame) -> Verdict:
     """The state evolution decreases with ``alpha`` towards the Bayes risk, per setting."""
     se_rows = t[t.method == "theory_bayes"]
-    pts = []
-    for key, grp in se_rows.groupby(["variant", "L", "nu", "delta"]):
-        grp = grp.sort_values("alpha")
-        if len(grp) >= 2:
-            pts.append(_decrease_point(results, dict(zip(["variant", "L", "nu", "delta"], key,
-                                                         strict=True)), grp))
+    settings = [(dict(zip(["variant", "L", "nu", "delta"], key, strict=True)),
+                 grp.sort_values("alpha"))
+                for key, grp in se_rows.groupby(["variant", "L", "nu", "delta"])
+                if len(grp) >= 2]
+    m = sum(len(grp) for _, grp in settings)  # the steps and the limit, per setting
+    pts = [_decrease_point(results, sel, grp, m) for sel, grp in settings]
     return verdict_of("the Bayes-optimal error decreases with \u03b1 towards the Bayes risk, "
                       "never below it", pts,
-                      "needs theory_bayes at two or more alpha (and population:bayes)")
+                      "needs theory_bayes at two or more alpha (and population:bayes)",
+                      tests=max(m, 1))
 
 
-def _decrease_point(results: Results, sel: dict, grp: pd.DataFrame) -> tuple[str, str]:
+def _decrease_point(results: Results, sel: dict, grp: pd.DataFrame, tests: int
+                    ) -> tuple[str, str]:
     """One setting's state evolution (rows by increasing ``alpha``): each step down, and the
-    last value against the Bayes risk."""
+    last value against the Bayes risk, each one of ``tests`` comparisons."""
     from bayesslr.report.figures.error_vs_alpha import bayes_risk_line
 
     risk = bayes_risk_line(results, sel)
     sts, open_steps = [], []
     for (_, a), (_, b) in zip(grp.iloc[:-1].iterrows(), grp.iloc[1:].iterrows(), strict=True):
-        st = less(b.test_error, b.se, a.test_error, a.se)
+        st = less(b.test_error, b.se, a.test_error, a.se, tests=tests)
         sts.append(st)
         if st == UNDECIDED:
             open_steps.append(f"\u03b1={a.alpha:g}\u2192{b.alpha:g} "
@@ -169,9 +199,9 @@ def _decrease_point(results: Results, sel: dict, grp: pd.DataFrame) -> tuple[str
             f"\u03b1={first.alpha:g} \u2192 {pm(last.test_error, last.se)} at "
             f"\u03b1={last.alpha:g}")
     if risk is not None:
-        st = (less(risk[0], risk[1], last.test_error, last.se)
+        st = (less(risk[0], risk[1], last.test_error, last.se, tests=tests)
               if last.test_error - risk[0] > Z * math.hypot(risk[1], last.se)
-              else equal(risk[0], risk[1], last.test_error, last.se))
+              else equal(risk[0], risk[1], last.test_error, last.se, tests=tests))
         sts.append(st)
         text += (f", Bayes risk {pm(risk[0], risk[1], last.test_error)}"
                  + (" (computed by the report: not in the results)"
@@ -179,7 +209,7 @@ def _decrease_point(results: Results, sel: dict, grp: pd.DataFrame) -> tuple[str
     else:
         sts.append(undecided("needs population:bayes at this setting (the limit)"))
     if open_steps:
-        text += ("; steps within their errors: " + ", ".join(open_steps)
+        text += ("; steps not decided at their errors: " + ", ".join(open_steps)
                  + " (needs standard errors below half of each step: more channel "
                  "samples, or fewer, wider-spaced \u03b1)")
     return combine(sts), text

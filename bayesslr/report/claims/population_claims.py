@@ -76,20 +76,21 @@ def _softmax_reaches_bayes(by: dict[str, pd.DataFrame]) -> list[Verdict]:
     """softmax = Bayes; an at-bound value (optimum at |k| -> inf) only bounds the infimum from
     above, so those settings get their own verdict; L = 1 is trivial (every activation
     exact)."""
-    pts, bound_pts = [], []
+    inner, bound_pts = [], []
     for idx, r in by["softmax"].iterrows():
         if idx not in by["bayes"].index or _is_trivial(idx[1]):
             continue
         b = by["bayes"].loc[idx]
         if r.at_bound:
             bound_pts.append(_at_bound_point(by, idx, r, b))
-            continue
-        pts.append((not_above(r.excess_risk, r.se, b.excess_risk, b.se),
-                    f"{_where(idx)}: softmax {pm(r.excess_risk, r.se, b.excess_risk)} vs Bayes "
-                    f"{pm(b.excess_risk, b.se, r.excess_risk)}"))
+        else:
+            inner.append((idx, r, b))
+    pts = [(not_above(r.excess_risk, r.se, b.excess_risk, b.se, tests=len(inner)),
+            f"{_where(idx)}: softmax {pm(r.excess_risk, r.se, b.excess_risk)} vs Bayes "
+            f"{pm(b.excess_risk, b.se, r.excess_risk)}") for idx, r, b in inner]
     out = [verdict_of(POPULATION_CLAIMS[0], pts,
                       "needs population:softmax and population:bayes at a common setting "
-                      "with L >= 2 and an interior optimum")]
+                      "with L >= 2 and an interior optimum", tests=len(pts))]
     if bound_pts:
         out.append(verdict_of("on max-SLR with \u03bd=\u221e softmax's excess risk tends to "
                               "the Bayes risk as |k|\u2192\u221e (the optimiser stops at its "
@@ -115,17 +116,13 @@ def _at_bound_point(by: dict[str, pd.DataFrame], idx: tuple, r: pd.Series, b: pd
 
 
 def _linear_worse_than_softmax(by: dict[str, pd.DataFrame]) -> Verdict:
-    pts = []
-    for idx, r in by["linear"].iterrows():
-        if idx not in by["softmax"].index or _is_trivial(idx[1]):
-            continue
-        s = by["softmax"].loc[idx]
-        pts.append((less(s.excess_risk, s.se, r.excess_risk, r.se),
-                    f"{_where(idx)}: linear "
-                    f"{pm(r.excess_risk, r.se, s.excess_risk)} > softmax "
-                    f"{pm(s.excess_risk, s.se, r.excess_risk)}"))
+    pairs = [(idx, r, by["softmax"].loc[idx]) for idx, r in by["linear"].iterrows()
+             if idx in by["softmax"].index and not _is_trivial(idx[1])]
+    pts = [(less(s.excess_risk, s.se, r.excess_risk, r.se, tests=len(pairs)),
+            f"{_where(idx)}: linear {pm(r.excess_risk, r.se, s.excess_risk)} > softmax "
+            f"{pm(s.excess_risk, s.se, r.excess_risk)}") for idx, r, s in pairs]
     return verdict_of(POPULATION_CLAIMS[1], pts, "needs population:linear and "
-                      "population:softmax at a common setting with L >= 2")
+                      "population:softmax at a common setting with L >= 2", tests=len(pts))
 
 
 def _linear_grows_with_L(t: pd.DataFrame) -> Verdict:
@@ -134,13 +131,13 @@ def _linear_grows_with_L(t: pd.DataFrame) -> Verdict:
             & ~t.L.map(_is_law)]
     lin = lin.assign(Lnum=lin.L.astype(int)).sort_values("Lnum")
     lin = lin[lin.Lnum >= 2]
-    pts = []
+    pts, m = [], max(len(lin) - 1, 1)
     for (_, a), (_, b) in zip(lin.iloc[:-1].iterrows(), lin.iloc[1:].iterrows(), strict=True):
-        pts.append((less(a.excess_risk, a.se, b.excess_risk, b.se),
+        pts.append((less(a.excess_risk, a.se, b.excess_risk, b.se, tests=m),
                     f"L={a.L}\u2192{b.L}: {pm(a.excess_risk, a.se, b.excess_risk)} \u2192 "
                     f"{pm(b.excess_risk, b.se, a.excess_risk)}"))
     return verdict_of(POPULATION_CLAIMS[2], pts, "needs population:linear on max-SLR, "
-                      "\u03bd=inf, at two or more fixed L >= 2")
+                      "\u03bd=inf, at two or more fixed L >= 2", tests=len(pts))
 
 
 def _erf_loses_from_laws(by: dict[str, pd.DataFrame]) -> Verdict:
@@ -185,7 +182,7 @@ def _law_point(by: dict[str, pd.DataFrame], act: str, idx: tuple, r: pd.Series,
 
 def _softplus_gap_grows(t: pd.DataFrame, by: dict[str, pd.DataFrame]) -> Verdict:
     """softplus's gap to Bayes between consecutive fixed ``L >= 2``, per (variant, nu)."""
-    pts = []
+    steps = []
     sp = t[(t.method == "population:softplus") & ~t.L.map(_is_law)]
     for (variant, nu), grp in sp.groupby(["variant", "nu"]):
         grp = grp.assign(Lnum=grp.L.astype(int)).sort_values("Lnum")
@@ -197,9 +194,10 @@ def _softplus_gap_grows(t: pd.DataFrame, by: dict[str, pd.DataFrame]) -> Verdict
                 b = by["bayes"].loc[k]
                 gaps.append((r.L, r.excess_risk - b.excess_risk,
                              math.hypot(se_or_zero(r.se), se_or_zero(b.se))))
-        for a, b in zip(gaps[:-1], gaps[1:], strict=True):
-            pts.append((less(a[1], a[2], b[1], b[2]),
-                        f"{variant} \u03bd={nu_text(nu)} L={a[0]}\u2192{b[0]}: gap "
-                        f"{pm(a[1], a[2], b[1])} \u2192 {pm(b[1], b[2], a[1])}"))
+        steps += [(variant, nu, a, b) for a, b in zip(gaps[:-1], gaps[1:], strict=True)]
+    pts = [(less(a[1], a[2], b[1], b[2], tests=len(steps)),
+            f"{variant} \u03bd={nu_text(nu)} L={a[0]}\u2192{b[0]}: gap "
+            f"{pm(a[1], a[2], b[1])} \u2192 {pm(b[1], b[2], a[1])}")
+           for variant, nu, a, b in steps]
     return verdict_of(POPULATION_CLAIMS[4], pts, "needs population:softplus and bayes at two "
-                      "or more fixed L >= 2")
+                      "or more fixed L >= 2", tests=len(pts))

@@ -16,6 +16,7 @@ from bayesslr.report.claims.verdict import (
     Verdict,
     Z,
     combine,
+    critical,
     equal,
     nu_text,
     num,
@@ -160,11 +161,9 @@ def sampler_claims(results: Results) -> list[Verdict]:
     return [
         verdict_of(SAMPLER_CLAIMS[0], [_convergence_point(r) for _, r in teach.iterrows()],
                    "needs bayes_sampling with a teacher start"),
-        verdict_of(SAMPLER_CLAIMS[1], [p for _, r in teach.iterrows()
-                                       if (p := _nishimori_point(r)) is not None],
-                   "needs bayes_sampling overlaps"),
+        _nishimori(teach),
         verdict_of(SAMPLER_CLAIMS[2], start_pts, "needs bayes_sampling with init = "
-                   "'teacher,random' or 'teacher,random,anneal'"),
+                   "'teacher,random' or 'teacher,random,anneal'", tests=len(start_pts)),
         verdict_of(SAMPLER_CLAIMS[3], _trapping_points(groups(results).get("theory_bayes"),
                                                        trapped),
                    "needs bayes_sampling with a random start and theory_bayes at the same "
@@ -176,15 +175,31 @@ def sampler_claims(results: Results) -> list[Verdict]:
     ]
 
 
-def _nishimori_point(r: pd.Series) -> tuple[str, str] | None:
-    """``m - q`` of one teacher-start row against its expected scatter (see
-    :func:`sampler_claims`); None without finite overlaps."""
+def _nishimori(teach: pd.DataFrame) -> Verdict:
+    """The Nishimori check over every teacher-start row, its comparisons (``k`` and ``v`` of
+    each row with finite overlaps) judged as one family."""
+    tests = sum(_overlaps_known(r, a) for _, r in teach.iterrows() for a in ("k", "v"))
+    pts = [p for _, r in teach.iterrows() if (p := _nishimori_point(r, max(tests, 1)))]
+    return verdict_of(SAMPLER_CLAIMS[1], pts, "needs bayes_sampling overlaps",
+                      tests=max(tests, 1))
+
+
+def _overlaps_known(r: pd.Series, a: str) -> bool:
     D = float(r.D) if r.D != "" else math.nan
+    return all(math.isfinite(x) for x in (float(r[f"m_{a}"]), float(r[f"q_{a}"]), D))
+
+
+def _nishimori_point(r: pd.Series, tests: int = 1) -> tuple[str, str] | None:
+    """``m - q`` of one teacher-start row against its expected scatter (see
+    :func:`sampler_claims`), each overlap one of ``tests`` comparisons; None without finite
+    overlaps."""
+    D = float(r.D) if r.D != "" else math.nan
+    zf = critical(tests=tests)
     sts, parts = [], []
     for a in ("k", "v"):
-        m, q = float(r[f"m_{a}"]), float(r[f"q_{a}"])
-        if not (math.isfinite(m) and math.isfinite(q) and math.isfinite(D)):
+        if not _overlaps_known(r, a):
             continue
+        m, q = float(r[f"m_{a}"]), float(r[f"q_{a}"])
         # posterior variance per coordinate rho - m, with the teacher's norm rho = |k*|^2/D
         # unknown here: 1 +- sqrt(2 / D), bounded above at two of its standard deviations
         # (with rho = 1 a teacher of norm above 1 gives m > 1 and a zero variance)
@@ -192,7 +207,7 @@ def _nishimori_point(r: pd.Series) -> tuple[str, str] | None:
         sd = math.sqrt(max(q, 0.0) * var / D)
         bias = var / r.ess_bulk_min if r.ess_bulk_min > 0 else 0.0
         gap = m - q + bias
-        sts.append(HOLDS if abs(gap) <= Z * sd else FAILS)
+        sts.append(HOLDS if abs(gap) <= zf * sd else FAILS)
         parts.append(f"m_{a} - q_{a} = {m - q:+.3g} (expected {-bias:+.2g} \u00b1 {sd:.2g})")
     if not sts:
         return None
@@ -202,17 +217,19 @@ def _nishimori_point(r: pd.Series) -> tuple[str, str] | None:
 def _start_points(t: pd.DataFrame) -> tuple[list[tuple[str, str]], dict[tuple, str]]:
     """Each other start's test error against the teacher start's on the same cell; returns the
     points and, by cell, the random start's status (failing: trapped)."""
-    pts, trapped = [], {}
+    pts, trapped, cells = [], {}, []
     for key, grp in t.groupby(["variant", "L", "nu", "delta", "alpha", "D", "seed"]):
         rows = {r.start: r for _, r in grp.iterrows()}
-        if "teacher" not in rows or len(rows) < 2:
-            continue
+        if "teacher" in rows and len(rows) >= 2:
+            cells.append((key, rows))
+    tests = max(sum(len(rows) - 1 for _, rows in cells), 1)
+    for key, rows in cells:
         base = rows["teacher"]
         scale = math.sqrt(2.0) * se_or_zero(base.se)
         for start, r in rows.items():
             if start == "teacher":
                 continue
-            st = equal(r.test_error, 0.0, base.test_error, scale)
+            st = equal(r.test_error, 0.0, base.test_error, scale, tests=tests)
             pooled = base.r_hat_max_pooled
             text = (f"{setting_text(base, alpha=True)} D={base.D}, {start}: test error "
                     f"{num(r.test_error, base.test_error)} vs teacher "

@@ -18,9 +18,19 @@ Student-t quantile of the same level, ``t(Phi(2), dof)``, with the Welch-Sattert
 of freedom of the difference (2 seeds: 1 degree of freedom, ``Z = 14.0``; 4 seeds: ``Z = 3.3``),
 so that few seeds cannot decide by luck. A claim checked at several points
 holds when it holds at every point, does not hold when it fails at one, and is undecided
-otherwise; the evidence lists every point, so the reader sees how close each call was. With
-many points, one spurious failure per twenty equality checks is expected at ``Z = 2``.
-Thresholds that are not statistical (R-hat 1.01, ESS per chain) are the sampler's own
+otherwise; the evidence lists every point, so the reader sees how close each call was.
+
+Many points. A claim that fails when *any* of its ``m`` comparisons fails would, at ``Z = 2``
+per comparison, fail by chance alone with probability up to ``1 - 0.954^m`` (72 comparisons:
+97 %), so a correct sampler would fail the Nishimori check most of the time. The failing side
+is therefore judged at the family level (Bonferroni): a comparison counts against the claim
+only beyond ``Z_m``, the quantile of the two-sided level ``2 (1 - Phi(2)) / m`` (``m = 1``:
+``Z``; 36: 3.22; 72: 3.42; with seeds, the Student-t quantile of that level), so that the
+whole claim fails by chance no more often than one comparison at ``Z = 2`` does. The holding
+side of an ordering needs no correction (a claim that holds at every point is an
+intersection of tests, each at its own level), so an ordering point holds beyond ``Z`` and
+fails beyond ``-Z_m``; an equality point holds within ``Z_m``. The evidence states ``m`` and
+``Z_m``. Thresholds that are not statistical (R-hat 1.01, ESS per chain) are the sampler's own
 (:mod:`bayesslr.bayes.method`).
 """
 
@@ -29,6 +39,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import pandas as pd
 
@@ -111,14 +122,30 @@ def pm(x: float, s: float | None = None, *others: float) -> str:
     return f"{num(x, *others)} \u00b1 {s:.2g}"
 
 
-def critical(dof: float = math.inf) -> float:
+@lru_cache(maxsize=1024)
+def critical(dof: float = math.inf, tests: int = 1) -> float:
     """The decision threshold in standard errors: ``Z = 2`` for Monte Carlo errors, the
-    Student-t quantile at the same level (``Phi(2)``) for ``dof`` degrees of freedom."""
-    if not dof < math.inf:
+    Student-t quantile at the same level (``Phi(2)``) for ``dof`` degrees of freedom; with
+    ``tests > 1``, the family threshold ``Z_m`` of one comparison among ``m = tests`` (the
+    level shared by Bonferroni, module docstring).
+
+    Examples
+    --------
+    >>> critical()
+    2.0
+    >>> round(critical(tests=72), 2)
+    3.42
+    """
+    if tests < 1:
+        raise ValueError(f"tests must be >= 1, got {tests}")
+    if not dof < math.inf and tests == 1:
         return Z
     from scipy import stats
 
-    return float(stats.t.ppf(stats.norm.cdf(Z), max(dof, 1.0)))
+    upper = 1.0 - (1.0 - stats.norm.cdf(Z)) / tests
+    if not dof < math.inf:
+        return float(stats.norm.ppf(upper))
+    return float(stats.t.ppf(upper, max(dof, 1.0)))
 
 
 def welch_dof(sa: float, dof_a: float, sb: float, dof_b: float) -> float:
@@ -141,43 +168,52 @@ def _within(d: float, s: float, z: float) -> Status:
 
 
 def less(a: float, sa: float, b: float, sb: float, dof_a: float = math.inf,
-         dof_b: float = math.inf) -> str:
-    """Verdict of the claim ``a < b`` (see the module docstring)."""
+         dof_b: float = math.inf, tests: int = 1) -> str:
+    """Verdict of the claim ``a < b`` (see the module docstring): holds beyond ``Z``, fails
+    beyond ``-Z_m`` with ``m = tests`` the comparisons of the claim."""
     d, s = b - a, math.hypot(se_or_zero(sa), se_or_zero(sb))
     if not (math.isfinite(d) and math.isfinite(s)):
         return _missing()
-    z = critical(welch_dof(sa, dof_a, sb, dof_b))
+    dof = welch_dof(sa, dof_a, sb, dof_b)
+    z, zf = critical(dof), critical(dof, tests)
     if d > z * s:
         return HOLDS
-    if d < -z * s:
+    if d < -zf * s:
         return FAILS
+    if d < -z * s:
+        return undecided(f"needs a smaller error: the difference {d:+.3g} is {abs(d) / s:.3g} "
+                         f"combined standard errors ({s:.2g}) the wrong way, short of the "
+                         f"{zf:.3g} at which one of {tests} comparisons counts against the "
+                         f"claim (more seeds or Monte Carlo samples)")
     return _within(d, s, z)
 
 
 def equal(a: float, sa: float, b: float, sb: float, dof_a: float = math.inf,
-          dof_b: float = math.inf) -> str:
-    """Verdict of the claim ``a = b`` (see the module docstring); two exact, equal values
-    (no error at all) agree."""
+          dof_b: float = math.inf, tests: int = 1) -> str:
+    """Verdict of the claim ``a = b`` (see the module docstring): holds within ``Z_m``
+    combined standard errors, ``m = tests`` the comparisons of the claim; two exact, equal
+    values (no error at all) agree."""
     d, s = abs(b - a), math.hypot(se_or_zero(sa), se_or_zero(sb))
     if not (math.isfinite(d) and math.isfinite(s)):
         return _missing()
     if s == 0:
         return HOLDS if d == 0 else undecided("needs a standard error on either value (both "
                                               "are given without one)")
-    return HOLDS if d <= critical(welch_dof(sa, dof_a, sb, dof_b)) * s else FAILS
+    return HOLDS if d <= critical(welch_dof(sa, dof_a, sb, dof_b), tests) * s else FAILS
 
 
-def not_above(a: float, sa: float, b: float, sb: float) -> str:
+def not_above(a: float, sa: float, b: float, sb: float, tests: int = 1) -> str:
     """Verdict of the claim ``a = b`` where ``a >= b`` holds by construction (an estimator's
     risk against the Bayes risk): only ``a`` above ``b`` by more than the threshold counts
     against it; ``a`` below ``b`` is Monte Carlo noise (the population cells of one seed share
-    their draws, so such noise repeats across settings)."""
+    their draws, so such noise repeats across settings); beyond ``Z_m``, ``m = tests`` the
+    comparisons of the claim."""
     d, s = a - b, math.hypot(se_or_zero(sa), se_or_zero(sb))
     if not (math.isfinite(d) and math.isfinite(s)):
         return _missing()
     if s == 0:
         return HOLDS if d <= 0 else undecided("needs a standard error on either value")
-    return HOLDS if d <= Z * s else FAILS
+    return HOLDS if d <= critical(tests=tests) * s else FAILS
 
 
 def se_or_zero(s: float) -> float:
@@ -197,10 +233,14 @@ def combine(statuses: Sequence[str]) -> str:
     return undecided("; ".join(n for n in needs if n) or "needs a decided comparison")
 
 
-def verdict_of(claim: str, points: Sequence[tuple[str, str]], missing: str) -> Verdict:
+def verdict_of(claim: str, points: Sequence[tuple[str, str]], missing: str,
+               tests: int = 1, offsets: int = 0) -> Verdict:
     """A claim's verdict from its points (each ``(status, text)``): the evidence lists every
     point checked, an undecided one with what it needs; with no point, not enough data and
-    ``missing`` (what is needed)."""
+    ``missing`` (what is needed). ``tests``: the comparisons the points were judged as one
+    family of (module docstring); above one, the evidence states the family threshold.
+    ``offsets``: the :func:`offset_point` checks among the points, when the level is split
+    half over the ``tests / 2`` points and half over the offset checks (:func:`family`)."""
     if not points:
         return Verdict(claim, UNDECIDED, missing)
     pts = []
@@ -210,9 +250,17 @@ def verdict_of(claim: str, points: Sequence[tuple[str, str]], missing: str) -> V
             text += f" ({need or 'needs a decided comparison'})"
         pts.append((str(st), text))
     status = combine([p[0] for p in pts])
-    where = f"checked at {len(pts)} point{'s' if len(pts) > 1 else ''}: "
-    return Verdict(claim, str(status), where + "; ".join(f"{text} [{st}]" for st, text in pts),
-                   tuple(pts))
+    where = f"checked at {len(pts)} point{'s' if len(pts) > 1 else ''}"
+    if offsets:
+        where += (f" (judged as one family: half the level of one 2-se comparison shared by "
+                  f"the {tests // 2} points, so that one counts against the claim beyond "
+                  f"{critical(tests=tests):.3g} standard errors (Student-t with seeds), half "
+                  f"by the {offsets} sign test{'s' * (offsets > 1)} for a common offset)")
+    elif tests > 1:
+        where += (f" ({tests} comparisons, judged as one family: one counts against the claim "
+                  f"beyond {critical(tests=tests):.3g} standard errors, Student-t with seeds)")
+    return Verdict(claim, str(status),
+                   where + ": " + "; ".join(f"{text} [{st}]" for st, text in pts), tuple(pts))
 
 
 def nu_text(nu: float) -> str:
@@ -224,3 +272,35 @@ def setting_text(row: pd.Series | dict, *, alpha: bool = False) -> str:
     if alpha:
         parts.append(f"\u03b1={float(row['alpha']):g}")
     return " ".join(parts)
+
+
+def family(points: int, offsets: int) -> tuple[int, int]:
+    """The ``tests`` to judge each of ``points`` comparisons with, and each of ``offsets``
+    sign tests, when an equality claim's level is split half and half between them (one
+    point: the whole level to the point, no offset check)."""
+    if offsets == 0:
+        return max(points, 1), 1
+    return 2 * max(points, 1), 2 * offsets
+
+
+def offset_point(gaps: Sequence[float], what: str, tests: int = 1) -> tuple[str, str] | None:
+    """A claim of equality at many points, read as one more comparison: no common offset. The
+    signs of the gaps (estimate minus theory) of a correct estimator are a fair coin at each
+    point, whatever each point's error; a systematic offset, which the per-point family test
+    cannot see when each point's error is wide (few seeds), shows as too many of one sign.
+    Two-sided sign test at the level of one ``Z = 2`` comparison, shared by ``tests`` such
+    checks (Bonferroni); the points are taken as independent (points computed on shared data
+    make the test bolder than stated). None with fewer than 6 non-zero gaps (the test could
+    not reach the level)."""
+    from scipy import stats
+
+    signs = [g for g in gaps if g is not None and math.isfinite(g) and g != 0]
+    n, below = len(signs), sum(g < 0 for g in signs)
+    if n < 6:
+        return None
+    level = 2.0 * (1.0 - stats.norm.cdf(Z)) / tests
+    p = float(stats.binomtest(below, n, 0.5).pvalue)
+    st = FAILS if p < level else HOLDS
+    return st, (f"{what}: {below} of {n} gaps below zero, {n - below} above (two-sided sign "
+                f"test p = {p:.2g}, {'below' if p < level else 'above'} the level "
+                f"{level:.2g}: {'a common offset' if p < level else 'no common offset seen'})")
