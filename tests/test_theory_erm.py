@@ -216,3 +216,41 @@ def test_theory_agrees_with_finite_D_erm_and_runs_concentrate_as_D_grows():
     assert ms[50] / ms[1000] > scipy.stats.f.ppf(0.999, dof[50], dof[1000])
     lo, hi = scipy.stats.f.ppf([0.001, 0.999], dof[1000], dof[50])
     assert lo < (1000 * ms[1000]) / (50 * ms[50]) < hi
+
+
+def test_channel_error_steps_back_where_a_forward_step_leaves_the_domain():
+    """The reference's three max-SLR softmax replica points at alpha 5, 10, 20 (lam 0.001) had no
+    channel error: there q_v - m_v^2 is 2e-3-5e-2, the Jacobian's forward step of 1e-2 in m_v
+    left the domain m^2 < q, where the map is NaN. The step is now taken backwards there. A
+    map that is linear inside the domain and NaN outside has the exact Jacobian either way, so
+    the delta method's covariance must equal the one computed with that Jacobian."""
+    from types import SimpleNamespace
+
+    from bayesslr.theory.erm import MOMENT_NAMES, channel_error, conjugates
+
+    rng = np.random.default_rng(1)
+    B = 0.1 * rng.standard_normal((6, 6))
+    x = np.array([6.43, 45.2, 49.9, 1.0293, 1.0618, 0.33])  # alpha = 10's m_v, q_v
+
+    def tracked(y, minima, keep):
+        inside = y[0] ** 2 < y[1] and y[3] ** 2 < y[4]
+        return (B @ y if inside else np.full(6, np.nan)),
+
+    F = SimpleNamespace(minima=None, alpha=10.0, lam_k=1e-3, lam_v=1e-3,
+                        opt=SimpleNamespace(vh_form="stein"), tracked=tracked)
+    mom = dict(zip(MOMENT_NAMES, 0.01 + 0.02 * rng.random(len(MOMENT_NAMES)), strict=True))
+    mom["fx_k"], mom["fx_v"] = -0.007, -0.05
+    cov_m = np.diag(1e-8 * (1 + rng.random(len(MOMENT_NAMES))))
+    aux0 = {"moments": mom, "moments_cov": cov_m}
+    cov = channel_error(F, x, aux0)
+    assert np.isfinite(cov).all()
+    dG = np.empty((6, len(MOMENT_NAMES)))
+    for i, name in enumerate(MOMENT_NAMES):
+        h = 1e-6 * max(abs(mom[name]), 1e-3)
+        up, dn = dict(mom), dict(mom)
+        up[name] += h
+        dn[name] -= h
+        dG[:, i] = (conjugates(up, x, 10.0, 1e-3, 1e-3, "stein")[0]
+                    - conjugates(dn, x, 10.0, 1e-3, 1e-3, "stein")[0]) / (2 * h)
+    A = np.linalg.solve(np.eye(6) - B, dG)
+    np.testing.assert_allclose(cov, A @ cov_m @ A.T, rtol=1e-6)

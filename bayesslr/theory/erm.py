@@ -55,6 +55,7 @@ from bayesslr.theory.solver import (
 )
 
 ORDER_NAMES: tuple[str, ...] = ("m_k", "q_k", "V_k", "m_v", "q_v", "V_v")
+M_INDEX = (0, 3)  # the overlaps m_k, m_v in ORDER_NAMES, each followed by its q
 VH_FORMS: tuple[str, ...] = ("stein", "hessian")
 STARTS: tuple[str, ...] = ("informed", "uninformed")
 ERM_ACTIVATIONS: tuple[str, ...] = replica_activations()  # those Activation.replica allows
@@ -504,6 +505,12 @@ def channel_error(F: ChannelMap, x: np.ndarray, aux0: Mapping[str, Any], *,
     (``F.minima``): 7 tracked calls, each a fraction of an exact one. A sample whose global
     minimum switches between its tracked minima within a step is counted, as in the exact
     map. Near a spinodal ``I - J`` turns singular and the error grows, as it should.
+
+    A forward step in an overlap ``m`` that would leave the domain ``m^2 < q`` (the overlap
+    matrix positive definite; the map is NaN outside) is taken backwards instead. This
+    happens where the fixed point sits close to that edge: at max-SLR softmax with a small
+    ``lam``, ``q_v - m_v^2`` is 2e-3-5e-2 at ``alpha >= 5`` against a step of 1e-2 in
+    ``m_v``, and the forward column was NaN, so the point had no channel error.
     """
     x = np.asarray(x, dtype=np.float64)
     minima = F.minima
@@ -512,6 +519,8 @@ def channel_error(F: ChannelMap, x: np.ndarray, aux0: Mapping[str, Any], *,
     J = np.empty((6, 6))
     for j in range(6):
         h = rel_step * max(abs(x[j]), 1e-2)
+        if j in M_INDEX and (x[j] + h) ** 2 >= x[j + 1]:
+            h = -h  # forward leaves m^2 < q: step back, inside
         xp = x.copy()
         xp[j] += h
         J[:, j] = (F.tracked(xp, minima, keep=False)[0] - f0) / h
