@@ -182,3 +182,50 @@ def test_linear_on_hard_max_tends_to_one_with_L_softmax_stays_at_zero():
     for a, b in zip(vals, vals[1:], strict=False):
         assert b.excess_risk - a.excess_risk > 4 * math.hypot(a.stderr, b.stderr)
     assert vals[-1].excess_risk > 0.6
+
+
+def test_softplus_limit_form_stays_finite_where_every_score_underflows():
+    """At |m_k| in the hundreds (max-SLR, nu = inf) whole rows of softplus underflow to 0 and
+    the ratio is 0/0: one such row made the population objective NaN and four of five starts
+    of the reference's softplus cells ended there. The limit form is softmax on those rows, in
+    value and gradient, and the plain ratio elsewhere."""
+    from bayesslr.core.activations import softplus_norm, softplus_norm_limit
+
+    with jax.enable_x64(True):
+        chi = jnp.array([[0.3, -1.0, 2.0], [-900.0, -901.0, -905.0], [-800.0, 1.0, 0.0]])
+        mask = jnp.array([[True, True, True]] * 2 + [[True, True, False]])
+        assert np.isnan(np.asarray(softplus_norm(chi, mask))[1]).all()
+        out = np.asarray(softplus_norm_limit(chi, mask))
+        np.testing.assert_allclose(out[1], np.asarray(jax.nn.softmax(chi[1])), rtol=1e-12)
+        np.testing.assert_allclose(out[[0, 2]], np.asarray(softplus_norm(chi, mask))[[0, 2]],
+                                   rtol=1e-15)
+        assert out[2, 2] == 0.0  # masked
+        grad = jax.grad(lambda c: jnp.sum(softplus_norm_limit(c, mask) ** 2))(chi)
+        assert np.isfinite(np.asarray(grad)).all()
+
+
+def test_best_start_never_takes_a_nan_objective_and_accepts_a_line_search_at_the_optimum():
+    """Two defects of the multi-start search, measured on the reference: (1) starts ending on a
+    NaN objective compared as 'not better' with `<`, so a NaN first start was kept and the one
+    converged start thrown away (max-SLR softplus L = 2); (2) the best start, 1 ulp below the
+    others, had given up in its line search at the same optimum, and the cell was flagged
+    (spiked softmax L = 6)."""
+    from types import SimpleNamespace as R
+
+    from bayesslr.population.method import _best_start
+
+    nan_first = [R(fun=math.nan, success=False, message="ABNORMAL", x=1),
+                 R(fun=-0.95, success=True, message="CONVERGENCE", x=2),
+                 R(fun=math.nan, success=False, message="ABNORMAL", x=3)]
+    best, why = _best_start(nan_first)
+    assert best.x == 2 and why == "converged"
+    ulp = [R(fun=-0.7364894054995180, success=True, message="CONVERGENCE", x=1),
+           R(fun=-0.7364894054995181, success=False, message="ABNORMAL", x=2)]
+    best, why = _best_start(ulp)
+    assert best.x == 2 and why == "converged"
+    apart = [R(fun=-0.70, success=True, message="CONVERGENCE", x=1),
+             R(fun=-0.74, success=False, message="ABNORMAL", x=2)]
+    best, why = _best_start(apart)
+    assert best.x == 2 and "no start that reported success reached" in why
+    best, why = _best_start([R(fun=math.nan, success=False, message="ABNORMAL", x=1)])
+    assert "not finite at the end of any of 1 starts" in why

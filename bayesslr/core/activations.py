@@ -47,10 +47,30 @@ def erf_act(chi: Array, mask: Array | None = None, theta: Array | None = None) -
 
 
 def softplus_norm(chi: Array, mask: Array | None = None, theta: Array | None = None) -> Array:
-    """``softplus(chi_l) / sum_l' softplus(chi_l')``: normalised, no exponential growth."""
+    """``softplus(chi_l) / sum_l' softplus(chi_l')``: normalised, no exponential growth.
+
+    A row whose every ``softplus(chi_l)`` underflows to 0 (all ``chi_l`` below about -745) is
+    0/0 = NaN here; :func:`softplus_norm_limit` is the form that stays finite there."""
     m = _full_mask(chi, mask)
     sp = jnp.where(m, jax.nn.softplus(chi), 0.0)
     return sp / jnp.sum(sp, axis=-1, keepdims=True)
+
+
+def softplus_norm_limit(chi: Array, mask: Array | None = None,
+                        theta: Array | None = None) -> Array:
+    """:func:`softplus_norm`, with a row whose every ``softplus(chi_l)`` underflows to 0 taken
+    at its limit ``softmax(chi)`` (``softplus(x) ~ e^x`` as ``x -> -inf``) instead of 0/0, in
+    value and in gradient. The population search (:mod:`bayesslr.population.method`) uses it:
+    it runs to ``|m_k| = 1000``, where whole rows underflow, and a single NaN row made its
+    objective NaN. The other families keep :func:`softplus_norm` (the same values where no row
+    underflows, up to the last bits of a differently compiled program), so that their stored
+    numbers do not move."""
+    m = _full_mask(chi, mask)
+    sp = jnp.where(m, jax.nn.softplus(chi), 0.0)
+    total = jnp.sum(sp, axis=-1, keepdims=True)
+    ok = total > 0
+    limit = jax.nn.softmax(jnp.where(m, chi, -jnp.inf), axis=-1)
+    return jnp.where(ok, sp / jnp.where(ok, total, 1.0), jnp.where(m, limit, 0.0))
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
@@ -43,7 +43,12 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.optimize
 
-from bayesslr.core.activations import ACTIVATIONS, Activation, get_activation
+from bayesslr.core.activations import (
+    ACTIVATIONS,
+    Activation,
+    get_activation,
+    softplus_norm_limit,
+)
 from bayesslr.core.jaxconfig import Array
 from bayesslr.core.options import Opt, Schema
 from bayesslr.core.task import (
@@ -92,7 +97,11 @@ class PopulationResult:
         The optimiser stopped on the box boundary (the optimum is at infinity, e.g. softmax on
         max-SLR with ``nu = inf``: the reported risk is an upper bound on the infimum).
     converged : bool
-        The optimiser reported success (always True for fixed overlaps).
+        A start that reported success reached the best objective (within
+        :data:`SAME_OPTIMUM` relative), or the optimum is at the bound; always True for fixed
+        overlaps.
+    reason : str
+        ``"converged"``, or why not (the optimiser's message).
     runtime_s : float
         Wall time.
     """
@@ -111,6 +120,7 @@ class PopulationResult:
     at_bound: bool = False
     converged: bool = True
     runtime_s: float = 0.0
+    reason: str = "converged"
 
     def to_dict(self) -> dict[str, Any]:
         """Flat JSON-friendly dict (``theta`` entries as ``theta_<name>``)."""
@@ -127,6 +137,7 @@ class PopulationResult:
             "samples": self.samples,
             "at_bound": self.at_bound,
             "converged": self.converged,
+            "reason": self.reason,
             "runtime_s": self.runtime_s,
         }
         out.update({f"theta_{k}": v for k, v in self.theta.items()})
@@ -208,6 +219,15 @@ def make_fields(task: TaskConfig, method: str, samples: int, seed: int) -> Chann
 # ----------------------------------------------------------------------------------------------
 # per-row terms and weighted means
 # ----------------------------------------------------------------------------------------------
+def population_activation(name: str) -> Activation:
+    """The activation as the population family evaluates it: softplus in its limit form
+    (:func:`~bayesslr.core.activations.softplus_norm_limit`), because the search reaches
+    ``|m_k| = 1000``, where whole rows of softplus underflow; every other activation as
+    registered."""
+    act = get_activation(name)
+    return replace(act, fn=softplus_norm_limit) if act.name == "softplus" else act
+
+
 @partial(jax.jit, static_argnums=0)
 def ab_terms(act: Activation, fields: ChannelSamples, m_k: Array, s_k: Array, theta: Array):
     """Per-row ``a = sum_l w_l sigma_l`` and ``b = sum_l sigma_l^2``.
@@ -322,7 +342,7 @@ def excess_risk(task: TaskConfig, activation: str, m_k: float, q_k: float, m_v: 
     >>> abs(at_bayes.excess_risk - bs.bayes_risk(task, samples=20_000).excess_risk) < 0.01
     True
     """
-    act = get_activation(activation)
+    act = population_activation(activation)
     method, samples, seed = _check_mc(method, samples, seed)
     m_k = check_real("m_k", m_k)
     q_k = check_real("q_k", q_k, low=0.0)
@@ -406,7 +426,7 @@ def best_excess_risk(task: TaskConfig, activation: str, *, samples: int = DEFAUL
     """
     if activation == "bayes":
         return bayes_risk(task, samples=samples, seed=seed, method=method)
-    act = get_activation(activation)
+    act = population_activation(activation)
     method, samples, seed = _check_mc(method, samples, seed)
     t0 = time.perf_counter()
     with jax.enable_x64(True):
@@ -414,12 +434,10 @@ def best_excess_risk(task: TaskConfig, activation: str, *, samples: int = DEFAUL
         fun = _ratio_objective(act, fields)
         bounds = [(-M_BOUND, M_BOUND), (0.0, S_BOUND)]
         bounds += [(-THETA_BOUND, THETA_BOUND)] * act.n_params
-        best = None
-        for p0 in _starts(task, act):
-            res = scipy.optimize.minimize(fun, p0, jac=True, method="L-BFGS-B", bounds=bounds,
-                                          options={"maxiter": 500, "ftol": 1e-13, "gtol": 1e-9})
-            if best is None or res.fun < best.fun:
-                best = res
+        runs = [scipy.optimize.minimize(fun, p0, jac=True, method="L-BFGS-B", bounds=bounds,
+                                        options={"maxiter": 500, "ftol": 1e-13, "gtol": 1e-9})
+                for p0 in _starts(task, act)]
+        best, reason = _best_start(runs)
         p = jnp.asarray(best.x, dtype=jnp.float64)
         m_k, s_k, th = float(p[0]), float(p[1]), p[2:]
         a, b = ab_terms(act, fields, p[0], p[1], th)
@@ -439,10 +457,37 @@ def best_excess_risk(task: TaskConfig, activation: str, *, samples: int = DEFAUL
     edges = np.array([M_BOUND, S_BOUND] + [THETA_BOUND] * act.n_params)
     # |m_k| or |theta| on its edge, or s_k at its upper edge (s_k = 0 is a genuine optimum)
     at_bound = bool(np.any(np.isclose(np.abs(x), edges, rtol=1e-6)))
+    converged = reason == "converged" or at_bound
     return PopulationResult(
         mean, se, mean + task.delta, m_k, m_k**2 + s_k**2, m_v, m_v**2,
         _theta_dict(act, th), act.name, method, samples, at_bound=at_bound,
-        converged=bool(best.success) or at_bound, runtime_s=time.perf_counter() - t0)
+        converged=converged, runtime_s=time.perf_counter() - t0,
+        reason="converged" if converged else reason)
+
+
+# two starts at the same optimum: objectives equal to this relative tolerance (the objective is
+# a mean over >= 1e4 draws; its Monte Carlo error is >= 1e-4 relative, its float error 1e-15)
+SAME_OPTIMUM = 1e-9
+
+
+def _best_start(runs: list[Any]) -> tuple[Any, str]:
+    """The multi-start search's answer: the start with the lowest *finite* objective (one
+    ending on a NaN objective, where the activation overflowed, is never chosen), and
+    ``"converged"`` when a start that reported success reached that objective within
+    :data:`SAME_OPTIMUM` (a start whose line search gave up at the optimum, 1 ulp below the
+    others, does not make the optimum unconverged), else why not."""
+    finite = [r for r in runs if np.isfinite(r.fun)]
+    if not finite:
+        return runs[0], (f"the objective is not finite at the end of any of {len(runs)} "
+                         f"starts ({runs[0].message})")
+    best = min(finite, key=lambda r: r.fun)
+    tol = SAME_OPTIMUM * max(abs(best.fun), 1e-12)
+    if any(r.success and r.fun <= best.fun + tol for r in finite):
+        return best, "converged"
+    return best, (f"no start that reported success reached the best objective "
+                  f"{best.fun:.12g} within {SAME_OPTIMUM:g} relative (best start: "
+                  f"{best.message}); {len(runs) - len(finite)} of {len(runs)} starts ended on a "
+                  f"non-finite objective")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -502,13 +547,13 @@ def _cost(cell: Cell, opts: Mapping[str, Any]) -> float:
           description="population excess risk: Bayes, or an activation at its best overlaps "
                       "(docs/model.md §3)",
           outputs=common("test_error", "stderr", "risk", "m_k", "q_k", "m_v", "q_v",
-                         "converged", "runtime_s") + outputs(
+                         "converged", "reason", "runtime_s") + outputs(
               ("at_bound", "the optimum is at |m_k| -> inf: test_error is an upper bound", ""),
               ("samples", "Monte Carlo draws per length or Gauss-Hermite nodes per axis"),
               ("mc_method", "expectation method", "")),
           cost=_cost, memory=_memory, check=_check_cell,
           plot=PlotStyle(kind="marker", label="{activation}", marker="o"),
-          version="2", dims=("variant", "L", "nu", "delta"),
+          version="3", dims=("variant", "L", "nu", "delta"),
           cli=CliFace(fields={"activation": "softmax", "seed": "0"},
                       help={"seed": "Seed of the common random numbers."},
                       flags={"mc_method": "--method"}, rename={"test_error": "excess_risk"},
