@@ -524,7 +524,15 @@ def channel_error(F: ChannelMap, x: np.ndarray, aux0: Mapping[str, Any], *,
         xp = x.copy()
         xp[j] += h
         J[:, j] = (F.tracked(xp, minima, keep=False)[0] - f0) / h
-    mom = dict(aux0["moments"])
+    dG = moment_jacobian(dict(aux0["moments"]), x, alpha, lam_k, lam_v, vh_form)
+    A = np.linalg.solve(np.eye(6) - J, dG)
+    return A @ np.asarray(aux0["moments_cov"]) @ A.T
+
+
+def moment_jacobian(mom: Mapping[str, float], x: np.ndarray, alpha: float, lam_k: float,
+                    lam_v: float, vh_form: str) -> np.ndarray:
+    """``dG/dM``: the next order parameters' derivative in the channel moments at ``x`` (the
+    map :func:`conjugates`), by central differences; one column per :data:`MOMENT_NAMES`."""
     dG = np.empty((6, len(MOMENT_NAMES)))
     for i, name in enumerate(MOMENT_NAMES):
         h = 1e-6 * max(abs(mom[name]), 1e-3)
@@ -533,8 +541,7 @@ def channel_error(F: ChannelMap, x: np.ndarray, aux0: Mapping[str, Any], *,
         dn[name] -= h
         dG[:, i] = (conjugates(up, x, alpha, lam_k, lam_v, vh_form)[0]
                     - conjugates(dn, x, alpha, lam_k, lam_v, vh_form)[0]) / (2 * h)
-    A = np.linalg.solve(np.eye(6) - J, dG)
-    return A @ np.asarray(aux0["moments_cov"]) @ A.T
+    return dG
 
 
 def solve_erm(task: TaskConfig, activation: str, alpha: Any, lam_k: Any, lam_v: Any = None,
