@@ -205,7 +205,7 @@ def test_softplus_limit_form_stays_finite_where_every_score_underflows():
 
 
 def test_best_start_never_takes_a_nan_objective_and_accepts_a_line_search_at_the_optimum():
-    """Two defects of the multi-start search, measured on the reference: (1) starts ending on a
+    """Three defects of the multi-start search, measured on the reference: (1) starts ending on a
     NaN objective compared as 'not better' with `<`, so a NaN first start was kept and the one
     converged start thrown away (max-SLR softplus L = 2); (2) the best start, 1 ulp below the
     others, had given up in its line search at the same optimum, and the cell was flagged
@@ -226,6 +226,12 @@ def test_best_start_never_takes_a_nan_objective_and_accepts_a_line_search_at_the
     apart = [R(fun=-0.70, success=True, message="CONVERGENCE", x=1),
              R(fun=-0.74, success=False, message="ABNORMAL", x=2)]
     best, why = _best_start(apart)
-    assert best.x == 2 and "no start that reported success reached" in why
+    assert best.x == 2 and "no other start came within 1e-09 relative" in why
+    # (3) a flat direction (max-SLR softplus L = 4: normalised ReLU at large m_k): every start
+    # stops on the same objective at a different m_k, none reporting success
+    flat = [R(fun=-0.8246119736384413, success=False, message="ABNORMAL", x=m)
+            for m in (208.1, 189.9, 192.8)]
+    best, why = _best_start(flat)
+    assert why == "converged"
     best, why = _best_start([R(fun=math.nan, success=False, message="ABNORMAL", x=1)])
     assert "not finite at the end of any of 1 starts" in why

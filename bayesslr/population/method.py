@@ -473,21 +473,25 @@ SAME_OPTIMUM = 1e-9
 def _best_start(runs: list[Any]) -> tuple[Any, str]:
     """The multi-start search's answer: the start with the lowest *finite* objective (one
     ending on a NaN objective, where the activation overflowed, is never chosen), and
-    ``"converged"`` when a start that reported success reached that objective within
-    :data:`SAME_OPTIMUM` (a start whose line search gave up at the optimum, 1 ulp below the
-    others, does not make the optimum unconverged), else why not."""
+    ``"converged"`` when that objective, within :data:`SAME_OPTIMUM`, was reached by a start
+    that reported success or by two starts or more; else why not. A line search that gave up
+    at the optimum (1 ulp below the others) is no reason to doubt it, nor is a flat direction:
+    softplus saturates into a normalised ReLU at large ``m_k``, whose scale does not matter,
+    and every start ends on the same objective (to 16 digits) at a different ``m_k``, its line
+    search stopped on the flat."""
     finite = [r for r in runs if np.isfinite(r.fun)]
     if not finite:
         return runs[0], (f"the objective is not finite at the end of any of {len(runs)} "
                          f"starts ({runs[0].message})")
     best = min(finite, key=lambda r: r.fun)
     tol = SAME_OPTIMUM * max(abs(best.fun), 1e-12)
-    if any(r.success and r.fun <= best.fun + tol for r in finite):
+    reached = [r for r in finite if r.fun <= best.fun + tol]
+    if len(reached) >= 2 or any(r.success for r in reached):
         return best, "converged"
-    return best, (f"no start that reported success reached the best objective "
-                  f"{best.fun:.12g} within {SAME_OPTIMUM:g} relative (best start: "
-                  f"{best.message}); {len(runs) - len(finite)} of {len(runs)} starts ended on a "
-                  f"non-finite objective")
+    return best, (f"one start of {len(runs)} reached the best objective {best.fun:.12g} "
+                  f"without reporting success ({best.message}), and no other start came "
+                  f"within {SAME_OPTIMUM:g} relative of it; {len(runs) - len(finite)} starts "
+                  f"ended on a non-finite objective")
 
 
 # ----------------------------------------------------------------------------------------------
