@@ -33,10 +33,13 @@ from bayesslr.registry import Cell, run_cell
 from bayesslr.theory import bayes as tb
 from conftest import run_cli
 
-
 # ----------------------------------------------------------------------------------------------
 # the Gumbel-max rule for c_eps (max variant, finite nu)
 # ----------------------------------------------------------------------------------------------
+# one compiled call per rule (eagerly, log_c dispatches op by op: seconds of CPU per call)
+_log_c = jax.jit(tb.log_c, static_argnums=0)
+
+
 @pytest.mark.parametrize("V, nu", [(1.0, 5.0), (0.01, 2.0)])
 def test_gumbel_c_eps_against_brute_force_monte_carlo(V, nu):
     """``c_eps / L = E_t softmax(nu (w + sqrt(V) t))_eps`` by plain sampling of ``t``
@@ -52,8 +55,8 @@ def test_gumbel_c_eps_against_brute_force_monte_carlo(V, nu):
         rules = {}
         for q in ("gumbel", "tensor-gh"):
             st, quad = tb.output_channel(task, tb.BayesTheoryOptions(max_quadrature=q))
-            rules[q] = np.exp(np.asarray(tb.log_c(st, jnp.asarray(w), V, jnp.ones((n, 3), bool),
-                                                  jnp.full((n,), 3), quad))) / 3
+            rules[q] = np.exp(np.asarray(_log_c(st, jnp.asarray(w), V, jnp.ones((n, 3), bool),
+                                                jnp.full((n,), 3), quad))) / 3
     mc, se = np.zeros((n, 3)), np.zeros((n, 3))
     for i in range(n):
         z = nu * (w[i] + math.sqrt(V) * rng.normal(size=(draws, 3)))
@@ -79,11 +82,12 @@ def test_gumbel_c_eps_is_differentiable_and_masked():
         st, quad = tb.output_channel(task)
         weights = jnp.arange(1.0, 13.0).reshape(4, 3)
 
+        @jax.jit
         def f(ww):
             lc = tb.log_c(st, ww, 0.3, jnp.asarray(mask), jnp.sum(jnp.asarray(mask), 1), quad)
             return jnp.sum(jnp.where(mask, lc, 0.0) * weights), lc
 
-        (_, lc), g = jax.value_and_grad(f, has_aux=True)(jnp.asarray(w))
+        (_, lc), g = jax.jit(jax.value_and_grad(f, has_aux=True))(jnp.asarray(w))
         h = 1e-5
         fd = np.zeros_like(w)
         for i in range(4):

@@ -84,6 +84,7 @@ def test_notebooks_execute_and_export(report, capsys):
     assert f"report: {figs / 'index.html'}" in out
     notebooks = [p.stem for p in find_notebooks()]
     assert notebooks[:len(ORDER)] == list(ORDER)
+    tree = _tree(report)  # loaded once: each load of the results costs ~8 s of CPU
     for name in ORDER:
         page = (figs / f"{name}.html").read_text(encoding="utf-8")
         # every figure of the theme drawn, and embedded (no file beside it, no network)
@@ -98,7 +99,7 @@ def test_notebooks_execute_and_export(report, capsys):
         # one verdict line per claim of the theme, each with a status and numbers
         text = html.unescape(re.sub(r"<[^>]+>", "", page))
         verdicts = [m.group(0) for m in VERDICT.finditer(text)]
-        assert len(verdicts) == len(CLAIMS[name](_tree(report))), (name, verdicts)
+        assert len(verdicts) == len(CLAIMS[name](tree)), (name, verdicts)
         assert all(re.match(r"VERDICT \[(" + "|".join(STATUSES) + r")\] ", v) for v in verdicts)
         assert any(re.search(r"\d\.\d+ \u00b1 \d", v) for v in verdicts), name
         n = len(THEMES[name])
@@ -118,7 +119,7 @@ def test_notebooks_execute_and_export(report, capsys):
     lines = (figs / "verdicts.txt").read_text(encoding="utf-8").splitlines()
     assert not equal_sides(lines)
     assert index.count("[holds]") + index.count("[does not hold]") + index.count(
-        "[not enough data]") >= sum(len(CLAIMS[n](_tree(report))) for n in ORDER)
+        "[not enough data]") >= sum(len(CLAIMS[n](tree)) for n in ORDER)
 
 
 def _tree(path):

@@ -65,7 +65,9 @@ def test_budget_is_honoured_and_counted(tiny):
 
 
 def test_the_family_runs_pt_cells():
-    res = run_cell(Cell("inference:pt-random-1e4", alpha=2.0, D=6, delta=0.5, nu=1.0,
+    # the task and sampler shapes of TINY and test_budget_is_honoured_and_counted (N = 6 at
+    # D = 3, 2 chains x 4 replicas, 5 leapfrog steps, chunks of 10): its compiled PT is re-used
+    res = run_cell(Cell("inference:pt-random-1e4", alpha=2.0, **{**TINY, "L": "2"},
                         options={"n_test": 100, "reference": "none", "replicas": 4,
                                  "pt_chains": 2}))
     assert res["algorithm"] == "pt" and res["grad_evals"] <= 10_000
