@@ -40,7 +40,7 @@ from bayesslr.core.task import (
     sample_task,
     seed_key,
 )
-from bayesslr.core.thresholds import CONVERGENCE, apart
+from bayesslr.core.thresholds import CONVERGENCE, num
 from bayesslr.registry import (
     Cell,
     CliFace,
@@ -135,16 +135,16 @@ def verdict(summary: Mapping[str, Any], chains: int) -> tuple[bool, str]:
     fails = []
     r = summary.get("r_hat_max", math.nan)
     if not r <= RHAT_MAX:
-        fails.append(f"r_hat_max {apart(r, RHAT_MAX)} > {RHAT_MAX}")
+        fails.append(f"r_hat_max {num(r, RHAT_MAX)} > {RHAT_MAX}")
     for name in ("ess_bulk_min", "ess_tail_min"):
         e = summary.get(name, math.nan)
         if not e >= ess_min:
-            fails.append(f"{name} {apart(e, ess_min)} < {ess_min:g}")
+            fails.append(f"{name} {num(e, ess_min)} < {ess_min:g}")
     if summary.get("divergences", 0) > 0:
         fails.append(f"{int(summary['divergences'])} divergent transitions")
     pooled = summary.get("r_hat_max_pooled")
     if pooled is not None and not pooled <= RHAT_MAX:
-        fails.append(f"starts disagree: pooled r_hat {apart(pooled, RHAT_MAX)} > {RHAT_MAX}")
+        fails.append(f"starts disagree: pooled r_hat {num(pooled, RHAT_MAX)} > {RHAT_MAX}")
     return (not fails), ("converged" if not fails else "; ".join(fails))
 
 

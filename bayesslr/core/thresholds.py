@@ -22,6 +22,7 @@ changes that family's numbers and needs a version bump.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 
@@ -55,17 +56,28 @@ CONVERGENCE: dict[str, Convergence] = {
 }
 
 
-def apart(value: float, limit: float) -> str:
-    """``value`` with the fewest significant digits (at least 3) that do not print it as
-    ``limit``: a reason never reads ``1.01 > 1.01``.
+def digits(*values: float, at_least: int = 3) -> int:
+    """Significant digits that print distinct values distinctly (at least ``at_least``, at
+    most 10): a comparison never shows two equal numbers for two different values."""
+    vals = [float(v) for v in values if v is not None and math.isfinite(float(v))]
+    for d in range(at_least, 11):
+        shown = [float(f"{v:.{d}g}") for v in vals]
+        if all(shown[i] != shown[j] or vals[i] == vals[j]
+               for i in range(len(vals)) for j in range(i + 1, len(vals))):
+            return d
+    return 10
+
+
+def num(x: float, *others: float) -> str:
+    """``x`` with three significant digits, more where it would print like one of
+    ``others`` (the values it is compared with): a sampler's reason never reads
+    ``1.01 > 1.01``, nor a verdict two equal numbers for two different values.
 
     Examples
     --------
-    >>> apart(1.0103, 1.01), apart(1.2, 1.01), apart(99.96, 100)
+    >>> num(1.0103, 1.01), num(1.2, 1.01), num(99.96, 100)
     ('1.0103', '1.2', '99.96')
     """
-    for d in range(3, 12):
-        shown = f"{value:.{d}g}"
-        if float(shown) != float(limit) or value == limit:
-            return shown
-    return repr(value)
+    if x is None or not math.isfinite(float(x)):
+        return "nan"
+    return f"{float(x):.{digits(x, *others)}g}"

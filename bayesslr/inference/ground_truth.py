@@ -55,7 +55,7 @@ from bayesslr.bayes.sampler import SamplerOptions, init_params, run_nuts
 from bayesslr.core.files import write_bytes_atomic, write_text_atomic
 from bayesslr.core.provenance import git_revision
 from bayesslr.core.task import ConfigError, TaskConfig, make_task
-from bayesslr.core.thresholds import CONVERGENCE, apart
+from bayesslr.core.thresholds import CONVERGENCE, num
 from bayesslr.inference.evaluate import per_input_errors, predict_draws, task_data
 from bayesslr.inference.study_cli import selected, study_parser
 
@@ -191,7 +191,7 @@ def build_task(t: RefTask, settings: RefSettings) -> dict[str, Any]:
                                         "v": np.concatenate([res_t.v[:, -m:], res_r.v[:, -m:]])})
     checks = []
     if not res_t.r_hat_max <= REF_RHAT_MAX:
-        checks.append(f"r_hat_max={apart(res_t.r_hat_max, REF_RHAT_MAX)} > {REF_RHAT_MAX}")
+        checks.append(f"r_hat_max={num(res_t.r_hat_max, REF_RHAT_MAX)} > {REF_RHAT_MAX}")
     if not res_t.ess_bulk_min >= REF_ESS_MIN:
         checks.append(f"ess_bulk_min={res_t.ess_bulk_min:.0f} < {REF_ESS_MIN:g}")
     return {

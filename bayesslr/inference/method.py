@@ -46,7 +46,7 @@ from bayesslr.bayes.model import model_spec
 from bayesslr.bayes.sampler import init_params
 from bayesslr.core.options import Opt, Schema
 from bayesslr.core.task import ConfigError, algorithm_key
-from bayesslr.core.thresholds import CONVERGENCE, apart
+from bayesslr.core.thresholds import CONVERGENCE, num
 from bayesslr.inference import ground_truth as ref
 from bayesslr.inference.evaluate import score_draws_on_data, task_data
 from bayesslr.inference.mcmc import MCMC_ALGORITHMS, MCMCSettings, run_mcmc
@@ -343,7 +343,7 @@ def _chain_checks(r) -> list[str]:
         return [f"{r.k.shape[1]} draws kept per chain (too few for R-hat and ESS)"]
     why = []
     if not r.r_hat_max <= RHAT_MAX:
-        why.append(f"r_hat_max {apart(r.r_hat_max, RHAT_MAX)} > {RHAT_MAX}")
+        why.append(f"r_hat_max {num(r.r_hat_max, RHAT_MAX)} > {RHAT_MAX}")
     if not r.ess_bulk_min >= ESS_MIN:
         why.append(f"ess_bulk_min {r.ess_bulk_min:.0f} < {ESS_MIN:g}")
     return why

@@ -97,9 +97,9 @@ class PopulationResult:
         The optimiser stopped on the box boundary (the optimum is at infinity, e.g. softmax on
         max-SLR with ``nu = inf``: the reported risk is an upper bound on the infimum).
     converged : bool
-        A start that reported success reached the best objective (within
-        :data:`SAME_OPTIMUM` relative), or the optimum is at the bound; always True for fixed
-        overlaps.
+        The best objective (within :data:`SAME_OPTIMUM` relative) was reached by a start that
+        reported success or by two starts or more, or the optimum is at the bound; always True
+        for fixed overlaps.
     reason : str
         ``"converged"``, or why not (the optimiser's message).
     runtime_s : float

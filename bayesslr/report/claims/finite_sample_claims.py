@@ -131,7 +131,7 @@ def _replica_point(act: str, r: pd.Series, same: pd.DataFrame, tests: int
     same = same.sort_values("_o")
     gaps = [f"{s['size']}: {pm(s.test_error - r.test_error, math.hypot(s.se, r.se))}"
             f" ({s.seeds} seed{'s' if s.seeds > 1 else ''})" for _, s in same.iterrows()]
-    last = _largest_size(same)
+    last = same.iloc[-1]
     st = equal(last.test_error, last.se, r.test_error, r.se, last.dof, r.dof, tests=tests)
     erm_lams = "/".join(dict.fromkeys(same.lam.astype(str)))
     lam = (f"\u03bb={r.lam}" if r.lam not in TUNED_LAMS else

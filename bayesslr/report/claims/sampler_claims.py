@@ -178,10 +178,9 @@ def sampler_claims(results: Results) -> list[Verdict]:
 def _nishimori(teach: pd.DataFrame) -> Verdict:
     """The Nishimori check over every teacher-start row, its comparisons (``k`` and ``v`` of
     each row with finite overlaps) judged as one family."""
-    tests = sum(_overlaps_known(r, a) for _, r in teach.iterrows() for a in ("k", "v"))
-    pts = [p for _, r in teach.iterrows() if (p := _nishimori_point(r, max(tests, 1)))]
-    return verdict_of(SAMPLER_CLAIMS[1], pts, "needs bayes_sampling overlaps",
-                      tests=max(tests, 1))
+    tests = max(sum(_overlaps_known(r, a) for _, r in teach.iterrows() for a in ("k", "v")), 1)
+    pts = [p for _, r in teach.iterrows() if (p := _nishimori_point(r, tests))]
+    return verdict_of(SAMPLER_CLAIMS[1], pts, "needs bayes_sampling overlaps", tests=tests)
 
 
 def _overlaps_known(r: pd.Series, a: str) -> bool:

@@ -43,6 +43,9 @@ from functools import lru_cache
 
 import pandas as pd
 
+# the claims print numbers with these (kept in core: the samplers' reasons use them too)
+from bayesslr.core.thresholds import digits, num  # noqa: F401
+
 Z = 2.0
 HOLDS, FAILS, UNDECIDED = "holds", "does not hold", "not enough data"
 STATUSES = (HOLDS, FAILS, UNDECIDED)
@@ -90,26 +93,6 @@ def undecided(need: str) -> Status:
     st = Status(UNDECIDED)
     st.need = need
     return st
-
-
-def digits(*values: float, at_least: int = 3) -> int:
-    """Significant digits that print distinct values distinctly (at least ``at_least``, at
-    most 10): a comparison never shows two equal numbers for two different values."""
-    vals = [float(v) for v in values if v is not None and math.isfinite(float(v))]
-    for d in range(at_least, 11):
-        shown = [float(f"{v:.{d}g}") for v in vals]
-        if all(shown[i] != shown[j] or vals[i] == vals[j]
-               for i in range(len(vals)) for j in range(i + 1, len(vals))):
-            return d
-    return 10
-
-
-def num(x: float, *others: float) -> str:
-    """``x`` with three significant digits, more where it would print like one of
-    ``others`` (the values it is compared with)."""
-    if x is None or not math.isfinite(float(x)):
-        return "nan"
-    return f"{float(x):.{digits(x, *others)}g}"
 
 
 def pm(x: float, s: float | None = None, *others: float) -> str:
