@@ -57,3 +57,36 @@ def test_table_reduces_seeds_with_their_standard_errors(tmp_path):
     assert gap["excess_mean"] == pytest.approx(0.001)
     assert row["failed"] == 1  # a failed run is counted apart, not as a seed
     assert row["no_reference"] == 1
+
+
+def test_each_algorithm_runs_through_the_family_runners_contract(tmp_path, monkeypatch):
+    """``run_algo`` calls every algorithm as the family does (``RUNNERS[alg](key, alg, spec,
+    data, opts, budget)``) and scores its draws against the GAMP reference on the seed's test
+    inputs. A driver that called the runners by another signature recorded a TypeError for
+    every SMC and PT run of the map."""
+    import numpy as np
+
+    from bayesslr.inference import method as M
+
+    calls = []
+
+    def fake(key, alg, spec, data, opts, budget):
+        calls.append((alg, opts["init"], budget))
+        D = data.teacher.k.shape[-1]
+        k = np.tile(np.asarray(data.teacher.k), (4, 1)) + 0.01 * np.arange(4)[:, None]
+        v = np.tile(np.asarray(data.teacher.v), (4, 1))
+        return k, v[:, :D], {"grad_evals": budget, "converged": True}
+
+    monkeypatch.setattr(M, "RUNNERS", {a.split("-")[0]: fake for a in tr.ALGOS})
+    base = dict(delta=0.01, D=25, alpha=2.0, seed=0)
+    _, data = tr._data(base)
+    gamp = {**base, "what": "gamp", "budget": 0, "test_error": 0.5, "stderr": 0.01,
+            "gamp_converged": True}
+    tr._gamp_file(tmp_path, base).write_text(json.dumps(gamp))
+    tr._yhat_file(tmp_path, base).parent.mkdir(parents=True)
+    np.save(tr._yhat_file(tmp_path, base), np.zeros(tr.N_TEST))
+    for what in tr.ALGOS:
+        out = tr.run_algo({**base, "what": what, "budget": 1000}, tmp_path)
+        assert out["reference"] == "gamp" and np.isfinite(out["excess"])
+        assert np.isfinite(out["excess_stderr"]) and out["grad_evals"] == 1000
+    assert calls == [(a.split("-")[0], a.split("-")[1], 1000) for a in tr.ALGOS]

@@ -133,12 +133,7 @@ def run_algo(r: dict[str, Any], work: Path) -> dict[str, Any]:
     opts["init"] = start
     kalg = algorithm_key(data.key, "sampler")
     t0 = time.perf_counter()
-    if alg == "nuts":
-        K, V, diag = M._run_mcmc(kalg, alg, spec, data, opts, r["budget"])
-    elif alg == "smc":
-        K, V, diag = M._run_smc(kalg, spec, data, opts, r["budget"])
-    else:
-        K, V, diag = M._run_pt(kalg, spec, data, opts, r["budget"])
+    K, V, diag = M.RUNNERS[alg](kalg, alg, spec, data, opts, r["budget"])
     wall = time.perf_counter() - t0
     gamp = json.loads(_gamp_file(work, r).read_text())
     y_gamp = np.load(_yhat_file(work, r))
