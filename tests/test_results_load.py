@@ -75,8 +75,15 @@ def test_load_results_reads_through_the_reader(tmp_path):
 
 def test_h5netcdf_takes_the_readers_classes(nc):
     """h5netcdf builds its groups and variables from the ``File``'s ``_group_cls`` and
-    ``_variable_cls``: were that to change, the reader would stay right but lose its saving."""
+    ``_variable_cls``, and has the members the reader's classes replace: were that to change,
+    the reader would stay right but lose its saving."""
+    import h5netcdf
+
     File, Group = _read_only_classes()
+    for cls, base in ((File._variable_cls, h5netcdf.Variable), (Group, h5netcdf.Group)):
+        replaced = set(vars(cls)) - {"__module__", "__doc__", "__qualname__",
+                                     "_dimension_size", "_scale_names"}
+        assert replaced and all(hasattr(base, m) for m in replaced), replaced - set(dir(base))
     with File(str(nc), "r") as f:
         group = next(iter(f.groups.values()))
         assert type(group) is Group

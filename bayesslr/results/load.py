@@ -4,8 +4,10 @@
 the shipped reference): what ``xr.open_datatree(path, engine="h5netcdf").load()`` returns,
 every group, variable, attribute and encoding, for less work. The h5netcdf engine looks up the
 same HDF5 objects again on every access (each variable's dataset, and each dimension's scale
-every time a shape is asked for); in a file opened read-only, for one load, they cannot
-change, so the reader's h5netcdf classes look each of them up once.
+every time a shape is asked for), and names the scales of a variable by asking HDF5 for their
+path, which HDF5 finds by searching the file; in a file opened read-only, for one load,
+nothing of that can change, so the reader's h5netcdf classes look each object up once and
+name a scale by its identity among the dimensions its group sees.
 """
 
 from __future__ import annotations
@@ -66,7 +68,8 @@ def read_netcdf_tree(path: str | Path) -> xr.DataTree:
 @functools.cache
 def _read_only_classes() -> tuple[type, type]:
     """h5netcdf's ``File`` and ``Group`` whose variables look up their HDF5 dataset, and each
-    group its dimension sizes, once (built on first use: h5netcdf is imported only here)."""
+    group its dimension sizes and scales, once (built on first use, so that importing this
+    module does not import h5netcdf)."""
     import h5netcdf
 
     class Variable(h5netcdf.Variable):
@@ -87,6 +90,20 @@ def _read_only_classes() -> tuple[type, type]:
                     self._parent._dimension_size(d) for d in self.dimensions)
                 return shape
 
+        def _lookup_dimensions(self):
+            # a scale reached by reference is named by identity among the scales the group
+            # sees: asking HDF5 its name makes it search the file for a path to it
+            attrs = self._h5ds.attrs
+            scale = attrs.get("CLASS") == b"DIMENSION_SCALE"
+            refs = None if scale else attrs.get("DIMENSION_LIST")
+            if refs is not None and all(len(r) for r in refs):
+                scales = self._parent._scale_names()
+                try:
+                    return tuple(scales[self._root._h5file[r[-1]]] for r in refs)
+                except KeyError:
+                    pass
+            return super()._lookup_dimensions()
+
     class Group(h5netcdf.Group):
         _variable_cls = Variable
 
@@ -100,10 +117,18 @@ def _read_only_classes() -> tuple[type, type]:
                 sizes[name] = self._all_dimensions[name].size
             return sizes[name]
 
+        def _scale_names(self) -> dict:
+            if "_scales_once" not in self.__dict__:
+                self.__dict__["_scales_once"] = {
+                    dim._h5ds: name for dims in self._all_dimensions.maps
+                    for name, dim in dims.items() if not dim._phony}
+            return self.__dict__["_scales_once"]
+
     class File(h5netcdf.File):
         _variable_cls = Variable
         _group_cls = Group._group_cls
         _dimension_size = Group._dimension_size
+        _scale_names = Group._scale_names
 
     return File, Group
 
