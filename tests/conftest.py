@@ -6,6 +6,9 @@
 * Plain ``pytest`` deselects ``@pytest.mark.slow``; ``pytest -m ''`` (the README/CI command)
   runs everything.
 * Shared session-scoped fixtures live here; module-specific ones stay in their test modules.
+* Tests that interrupt with SIGINT take ``sigint_not_ignored``: in a process started with
+  SIGINT ignored (``nohup CMD &``, a background job of a script) they are skipped, with the
+  reason, instead of failing on an interrupt that cannot arrive.
 """
 
 from __future__ import annotations
@@ -72,6 +75,29 @@ def _plugin_fixture():
 
 
 plugin = _plugin_fixture()
+
+SIGINT_IGNORED = ("SIGINT is ignored in this process (started under nohup or as a background "
+                  "job); the signal tests need the default handler")
+
+
+def _sigint_fixture():
+    import pytest
+
+    @pytest.fixture
+    def sigint_not_ignored():
+        """Skip a test that interrupts with SIGINT (a child process, or this one) when this
+        process ignores SIGINT: its children inherit that, and the start-up module rightly keeps
+        an ignored SIGINT ignored, so the interrupt would never arrive."""
+        import signal
+
+        if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+            pytest.skip(SIGINT_IGNORED)
+
+    return sigint_not_ignored
+
+
+# tests that send SIGINT say ``@pytest.mark.usefixtures("sigint_not_ignored")``
+sigint_not_ignored = _sigint_fixture()
 
 
 def prior_importance(spec, train, M: int = 400_000):

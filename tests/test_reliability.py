@@ -147,6 +147,7 @@ def test_temporary_files_are_unique_and_only_dead_writers_are_removed(tmp_path):
         assert (cells / name).exists() != gone, name
 
 
+@pytest.mark.usefixtures("sigint_not_ignored")
 @pytest.mark.timeout(120)
 def test_two_processes_lock_then_sigint(tmp_path, capsys, plugin):
     """Cases 1 and 2 with real processes. Before: the second run was accepted (exit 0) and an
@@ -308,6 +309,7 @@ def test_an_ignored_signal_stays_ignored(tmp_path, capsys, plugin):
     assert code == 0 and "2 computed" in so
 
 
+@pytest.mark.usefixtures("sigint_not_ignored")
 @pytest.mark.slow
 def test_interrupt_cancels_dask_futures_and_closes_the_cluster(tmp_path, plugin):
     """Case 2 on dask: the wait loop wakes up to look at the flag, futures are cancelled, the

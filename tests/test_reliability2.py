@@ -115,6 +115,7 @@ def alive(pid: int) -> bool:
 START_UP_REPS = 30  # a one-in-ten failure survives 30 tries with probability 0.9**30 = 4%
 
 
+@pytest.mark.usefixtures("sigint_not_ignored")
 def test_console_entry_point_is_the_start_up_module():
     """Case 1: the installed script must run the module that installs the handlers before any
     heavy import. Before: ``bayesslr.cli:main``, which imports typer, NumPy and JAX first."""
@@ -126,6 +127,7 @@ def test_console_entry_point_is_the_start_up_module():
     subprocess.run([sys.executable, "-c", code], env=child_env(), check=True, timeout=60)
 
 
+@pytest.mark.usefixtures("sigint_not_ignored")
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_start_up_interrupts_at_random_moments_end_in_one_line(tmp_path):
@@ -170,6 +172,7 @@ def test_start_up_interrupts_at_random_moments_end_in_one_line(tmp_path):
     assert not bad, bad
 
 
+@pytest.mark.usefixtures("sigint_not_ignored")
 def test_a_second_signal_during_a_stop_exits_at_once(tmp_path):
     """Case 1: a second Ctrl-C while the first is being handled (here: a stop that would
     take 30 s) ends the console command at once. Before: the second signal only set the flag
@@ -201,6 +204,7 @@ def test_a_second_signal_during_a_stop_exits_at_once(tmp_path):
     assert took < 2.0
 
 
+@pytest.mark.usefixtures("sigint_not_ignored")
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_workers_stop_within_two_seconds_and_leave_nothing(tmp_path):

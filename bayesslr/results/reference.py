@@ -26,7 +26,7 @@ import numpy as np
 import xarray as xr
 
 from bayesslr.core.task import ConfigError
-from bayesslr.results.load import is_results
+from bayesslr.results.load import is_results, read_netcdf_tree
 
 PACKAGE_FILE = "reference.nc"
 
@@ -92,8 +92,7 @@ def load_reference() -> xr.DataTree:
                           "installation; allowed: a results directory written by "
                           "'bayesslr run'")
     try:
-        with xr.open_datatree(path, engine="h5netcdf") as tree:
-            tree = tree.load()
+        tree = read_netcdf_tree(path)
     except (OSError, ValueError, KeyError) as exc:
         why = " ".join(str(exc).split())[:200] or type(exc).__name__
         raise ConfigError(f"reference results {str(path)!r} are corrupt ({why}); allowed: "
