@@ -90,3 +90,17 @@ def test_h5netcdf_takes_the_readers_classes(nc):
         assert all(type(v) is File._variable_cls for v in group.variables.values())
         v = next(iter(group.variables.values()))
         assert v.shape == v._h5ds.shape
+
+
+def test_an_h5netcdf_whose_internals_moved_is_read_the_plain_way(nc, monkeypatch):
+    """The reader leans on h5netcdf internals; where a release moved them (an
+    AttributeError inside the cheaper classes), the file is read by the plain engine, not
+    refused."""
+    from bayesslr.results import load as L
+
+    def moved(_path):
+        raise AttributeError("'Variable' object has no attribute '_h5ds'")
+
+    monkeypatch.setattr(L, "_read_once", moved)
+    with xr.open_datatree(nc, engine="h5netcdf") as plain:
+        xr.testing.assert_identical(read_netcdf_tree(nc), plain.load())

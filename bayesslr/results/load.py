@@ -51,6 +51,16 @@ def read_netcdf_tree(path: str | Path) -> xr.DataTree:
     :class:`ValueError`).
     """
     path = os.path.abspath(os.path.expanduser(os.fspath(path)))  # xarray's ``source``
+    try:
+        return _read_once(path)
+    except (AttributeError, TypeError, NotImplementedError):
+        # the reader's classes lean on h5netcdf internals (tested: 1.8); another release
+        # that moved them is read the plain way, slower but the same tree
+        with xr.open_datatree(path, engine="h5netcdf") as tree:
+            return tree.load()
+
+
+def _read_once(path: str) -> xr.DataTree:
     File, _ = _read_only_classes()
     datasets: dict[str, xr.Dataset] = {}
     with File(path, "r", phony_dims="access", decode_vlen_strings=True) as root:
