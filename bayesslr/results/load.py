@@ -53,7 +53,7 @@ def read_netcdf_tree(path: str | Path) -> xr.DataTree:
     path = os.path.abspath(os.path.expanduser(os.fspath(path)))  # xarray's ``source``
     try:
         return _read_once(path)
-    except (AttributeError, TypeError, NotImplementedError):
+    except (AttributeError, TypeError):
         # the reader's classes lean on h5netcdf internals (tested: 1.8); another release
         # that moved them is read the plain way, slower but the same tree
         with xr.open_datatree(path, engine="h5netcdf") as tree:
