@@ -68,6 +68,10 @@ def claims(results):
               Output("trace", "a list output: 1/(1+t) for t <= alpha", "1", None, "step"),))
 def sweeptest_cell(cell: Cell, opts: dict) -> dict[str, float | int | bool | str]:
     """Deterministic outputs; ``options``: ``sleep`` (s), ``fail_seed`` (int), ``pad`` (int)."""
+    # the log is named before sleeping: a cell abandoned at an interrupt finishes in the
+    # background and must append to its own test's log, not to the next test's (the variable
+    # is set per test in the same process)
+    log = os.environ.get("SWEEPTEST_LOG")
     time.sleep(opts["sleep"])
     if cell.seed == opts["fail_seed"]:
         raise RuntimeError(f"planned failure at seed {cell.seed}")
@@ -75,7 +79,6 @@ def sweeptest_cell(cell: Cell, opts: dict) -> dict[str, float | int | bool | str
     scale = 1.0 if cell.activation == "a" else 2.0
     nu = cell.nu if math.isfinite(cell.nu) else 10.0
     err = scale / (1.0 + cell.alpha) * math.exp(-0.1 * nu) + 0.01 * rng.standard_normal()
-    log = os.environ.get("SWEEPTEST_LOG")
     if log:
         with open(log, "a", encoding="utf-8") as f:
             f.write(f"{cell.method} {cell.seed} {cell.alpha}\n")
