@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from bayesslr.core.task import ConfigError, TaskConfig, check_real
+from bayesslr.theory.checkpoint import PathCheckpoint
 from bayesslr.theory.erm import (
     ErmTheoryOptions,
     ErmTheoryResult,
@@ -191,16 +193,32 @@ def _parabolic_search(f, evaluated: dict[float, float], max_evals: int, xatol: f
 def optimal_lambda_curve(task: TaskConfig, activation: str, alphas: Sequence[float],
                          options: ErmTheoryOptions | None = None, *,
                          lam_grid: Sequence[float] = DEFAULT_LAM_GRID,
-                         refine_iter: int = 8) -> list[LamOptResult]:
+                         refine_iter: int = 8,
+                         checkpoint: PathCheckpoint | None = None) -> list[LamOptResult]:
     """:func:`optimal_lambda` for each ``alpha`` (ascending): every grid ``lam`` is
     warm-started from the neighbouring ``alpha``'s fixed point at the same ``lam``
-    (continuation in ``alpha`` along each ``lam`` of the grid)."""
+    (continuation in ``alpha`` along each ``lam`` of the grid).
+
+    With a ``checkpoint`` (:class:`bayesslr.theory.checkpoint.PathCheckpoint` of this very
+    curve), each solved ``alpha`` is written there with the warm starts of the next, the points
+    already written are restored instead of solved, and the checkpoint is removed at the end:
+    a curve stopped half-way resumes after its last point, with the same numbers."""
+    order = sorted(alphas)
     out: dict[float, LamOptResult] = {}
     warm: dict[float, np.ndarray] = {}
-    for a in sorted(alphas):
+    if checkpoint is not None:
+        for a, (r, state) in zip(order, checkpoint.restore(order), strict=False):
+            out[a] = r
+            warm = state
+    grid = {float(g) for g in lam_grid}
+    for a in order[len(out):]:
+        t0 = time.perf_counter()
         r = optimal_lambda(task, activation, a, options, lam_grid=lam_grid,
                            refine_iter=refine_iter, warm=warm)
         out[a] = r
-        grid = {float(g) for g in lam_grid}
         warm = {s.lam_k: s.x for s in r.solves if s.lam_k in grid and s.reached}
+        if checkpoint is not None:
+            checkpoint.save(a, r, warm, time.perf_counter() - t0)
+    if checkpoint is not None:
+        checkpoint.clear()
     return [out[a] for a in alphas]

@@ -42,6 +42,7 @@ from bayesslr.theory.bayes import (
     bayes_curve,
     state_evolution_trajectory,
 )
+from bayesslr.theory.checkpoint import PathCheckpoint
 from bayesslr.theory.erm import (
     ERM_ACTIVATIONS,
     ERM_CONFIRM,
@@ -233,14 +234,19 @@ def _erm_point(r: ErmTheoryResult, task_delta: float) -> dict[str, Any]:
 _Batch = Callable[[list[Cell], list[Mapping[str, Any]]], list[dict[str, Any]]]
 
 
+_RESTORED_S = "_restored_s"  # set by a batch on its first output; not an output itself
+
+
 def _share_runtime(batch: _Batch) -> _Batch:
     """``batch`` with each cell's ``runtime_s`` set to an equal share of the batch's wall
-    time (the cells of a path are computed together)."""
+    time (the cells of a path are computed together), plus the time that points restored from
+    a path checkpoint (:mod:`bayesslr.theory.checkpoint`) cost the run that solved them."""
     @functools.wraps(batch)
     def timed(cells: list[Cell], opts_list: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
         t0 = time.perf_counter()
         outs = batch(cells, opts_list)
-        share = (time.perf_counter() - t0) / len(cells)
+        restored = outs[0].pop(_RESTORED_S, 0.0) if outs else 0.0
+        share = (time.perf_counter() - t0 + restored) / len(cells)
         for o in outs:
             o["runtime_s"] = share
         return outs
@@ -256,11 +262,17 @@ def _erm_batch(cells: list[Cell], opts_list: list[Mapping[str, Any]]) -> list[di
     lam = parse_theory_lam(cell.lam)
     path = list(opts["path"]) if opts["path"] is not None else [cell.alpha]
     alphas = [c.alpha for c in cells]
+    restored_s = 0.0  # wall time of points restored from a checkpoint (solved by an earlier run)
     if lam == LAM_OPTIMAL:
         if opts["path"] is not None:  # continuation of the top lam along the path upwards
+            ckpt = PathCheckpoint.open(task=task, activation=cell.activation,
+                                       path=sorted(path), options=opt,
+                                       lam_grid=tuple(opts["lam_grid"]),
+                                       refine_iter=opts["refine_iter"])
             res = optimal_lambda_curve(task, cell.activation, sorted(path), opt,
                                        lam_grid=opts["lam_grid"],
-                                       refine_iter=opts["refine_iter"])
+                                       refine_iter=opts["refine_iter"], checkpoint=ckpt)
+            restored_s = ckpt.restored_s if ckpt is not None else 0.0
             by_alpha = dict(zip(sorted(path), res, strict=True))
             points = [by_alpha[_on_path(a, path)] for a in alphas]
         else:
@@ -273,6 +285,8 @@ def _erm_batch(cells: list[Cell], opts_list: list[Mapping[str, Any]]) -> list[di
             o.update({"lam_at_boundary": p.at_boundary,
                       "lam_evaluations": [list(e) for e in p.evaluations]})
             outs.append(o)
+        if restored_s:
+            outs[0][_RESTORED_S] = restored_s
     else:
         lam_v = lam if opts["lam_v"] is None else opts["lam_v"]
         best, sweeps = erm_curve(task, cell.activation, path, lam, lam_v, opt,
