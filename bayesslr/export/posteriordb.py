@@ -84,24 +84,23 @@ def _write_json(path: Path, obj: Any) -> None:
 def reference_chains(t, mode: str) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
     """Teacher-start NUTS chains of target ``t``: the stored reference's own (same settings,
     same keys) or, ``quick``, 2 x 100. Returns ``k, v`` ``(chains, draws, D)`` and facts."""
-    import jax
-
-    from bayesslr.bayes.sampler import SamplerOptions, init_params, run_nuts
+    from bayesslr.bayes.sampler import SamplerOptions
     from bayesslr.inference.evaluate import per_input_errors, predict_draws, task_data
-    from bayesslr.inference.ground_truth import RefSettings, load_inference_reference
+    from bayesslr.inference.ground_truth import (
+        RefSettings,
+        load_inference_reference,
+        settings_options,
+        teacher_chains,
+    )
 
     data = task_data(t.task, t.seed, t.N, t.n_test)
-    kalg = jax.random.fold_in(data.key, 1001)  # build_task's keys
-    k_t, _, k_init = jax.random.split(kalg, 3)
     if mode == "stored":
         st = RefSettings(**json.loads(load_inference_reference().attrs["settings"]))
-        opt = SamplerOptions(chains=st.chains, warmup=st.warmup, draws=st.draws,
-                             target_accept=st.target_accept, adapt=st.adapt)
+        opt = settings_options(st)
     else:
         opt = SamplerOptions(chains=2, warmup=100, draws=100, target_accept=0.9)
     t0 = time.perf_counter()
-    res = run_nuts(k_t, t.spec, data.train, opt, init="teacher",
-                   start=init_params(k_init, "teacher", opt.chains, t.D, data.teacher))
+    res = teacher_chains(t.spec, data, t.D, opt)  # build_task's keys
     facts: dict[str, Any] = {
         "chains": opt.chains, "warmup": opt.warmup, "draws_per_chain": opt.draws,
         "target_accept": opt.target_accept, "adapt": opt.adapt, "start": "teacher",

@@ -156,18 +156,36 @@ def _halves_bias(spec, k, v, data, task, err_all: float) -> float:
     return float(np.mean(errs) - err_all)
 
 
+def reference_keys(data) -> tuple[Any, Any, Any]:
+    """``(teacher chains, random chains, initial points)`` keys of the reference runs of a
+    task's data (not the algorithms' ``fold_in(key, 1)``)."""
+    kalg = jax.random.fold_in(data.key, 1001)
+    k_t, k_r, k_init = jax.random.split(kalg, 3)
+    return k_t, k_r, k_init
+
+
+def teacher_chains(spec, data, D: int, opt: SamplerOptions):
+    """The reference's teacher-start NUTS chains on ``data`` (its keys, :func:`reference_keys`)
+    with sampler options ``opt``: what :func:`build_task` stores, what the posteriordb export
+    reruns, and the trapping map's NUTS reference where GAMP fails."""
+    k_t, _, k_init = reference_keys(data)
+    return run_nuts(k_t, spec, data.train, opt, init="teacher",
+                    start=init_params(k_init, "teacher", opt.chains, D, data.teacher))
+
+
+def settings_options(settings: RefSettings) -> SamplerOptions:
+    """Sampler options of the teacher-start reference chains."""
+    return SamplerOptions(chains=settings.chains, warmup=settings.warmup, draws=settings.draws,
+                          target_accept=settings.target_accept, adapt=settings.adapt)
+
+
 def build_task(t: RefTask, settings: RefSettings) -> dict[str, Any]:
     """Run the reference chains of one task and measure everything stored about it."""
     task = t.task()
     spec = model_spec(task)
     data = task_data(task, t.seed, t.N, t.n_test)
-    kalg = jax.random.fold_in(data.key, 1001)  # not the algorithms' fold_in(key, 1)
-    k_t, k_r, k_init = jax.random.split(kalg, 3)
-    opt_t = SamplerOptions(chains=settings.chains, warmup=settings.warmup, draws=settings.draws,
-                           target_accept=settings.target_accept, adapt=settings.adapt)
-    res_t = run_nuts(k_t, spec, data.train, opt_t, init="teacher",
-                             start=init_params(k_init, "teacher", settings.chains, t.D,
-                                               data.teacher))
+    _, k_r, k_init = reference_keys(data)
+    res_t = teacher_chains(spec, data, t.D, settings_options(settings))
     kf, vf = res_t.flat()
     y_ref, _ = predict_draws(spec, kf, vf, data.test)
     e_ref = np.asarray(per_input_errors(task, data.teacher, data.test, y_ref), np.float64)

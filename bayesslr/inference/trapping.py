@@ -12,18 +12,28 @@ paired:
 * elsewhere GAMP from the uninformed start on the same training data (docs/amp.md), whose
   posterior-mean predictions on the same test inputs are the reference. Where both exist the
   GAMP - NUTS-reference gap is measured too (``gamp_minus_reference``), to validate GAMP as the
-  reference at the smallest sizes.
+  reference at the smallest sizes;
+* where GAMP did not converge (it blows up on some seeds at ``alpha = 5``, ``D = 100-200``) and
+  no stored reference exists, a NUTS reference made here (``nutsref``): the stored reference's
+  teacher-start chains, settings and keys (:func:`bayesslr.inference.ground_truth.teacher_chains`;
+  4 chains x 2000 draws), its checks recorded (R-hat, bulk ESS, divergences). It is run up to
+  ``N D <= --nutsref-max-nd`` (2e5 by default, ``D = 200`` at ``alpha = 5``: minutes a run;
+  ``D = 400`` costs 4 to 16 times more); beyond that a cell keeps no reference and the table
+  counts it as such.
 
 A cell *reaches* the reference when its paired excess is at most 3 of its standard errors (the
 benchmark's rule). ``reaches`` is also recorded against GAMP where the stored reference exists.
 
-Resumable: each run is one small JSON file in ``--work`` (skipped when present; GAMP's test
-predictions go to ``--work/yhat/*.npy``, 32 kB each, not meant for version control);
+Resumable: each run is one small JSON file in ``--work`` (skipped when present; an algorithm's
+run scored against GAMP is run again once a NUTS reference of its cell exists; the test
+predictions of GAMP, of the NUTS references and of every algorithm go to
+``--work/yhat/*.npy``, 32 kB each, not meant for version control);
 ``table`` collects them into the fraction of seeds that reach the reference, with its
 binomial standard error, per ``(Delta, D, alpha, algorithm)``, and ``figure`` draws it.
 Start it niced::
 
     nice -n 19 python -m bayesslr.inference.trapping run --work DIR [--only D=25] [--budget 1e5]
+        [--nutsref-max-nd 2e5]
     python -m bayesslr.inference.trapping table --work DIR
     python -m bayesslr.inference.trapping figure --work DIR --out map.png
 """
@@ -51,6 +61,9 @@ N_TEST = 4000
 # trapped runs sit 0.04-1 above; a predictor of few draws (SMC's ~30 particles at 1e5) carries
 # a finite-draw bias of ~c/S that the 3-standard-error rule of reaches_reference does not allow
 NEAR = 0.02
+# largest N D at which a NUTS reference is run where GAMP fails (D = 200 at alpha = 5: about
+# 4 minutes of two cores; the cost of a gradient grows as N D)
+NUTSREF_MAX_ND = 200_000
 
 
 def plan(budget: int, seeds=SEEDS, Ds=DS) -> list[dict[str, Any]]:
@@ -64,6 +77,7 @@ def plan(budget: int, seeds=SEEDS, Ds=DS) -> list[dict[str, Any]]:
     out = []
     for c in first + rest:
         out.append({**c, "what": "gamp", "budget": 0})
+        out.append({**c, "what": "nutsref", "budget": 0})  # run only where GAMP fails
         for a in ALGOS:
             out.append({**c, "what": a, "budget": int(budget)})
     return out
@@ -87,9 +101,68 @@ def _gamp_file(work: Path, r: dict[str, Any]) -> Path:
     return work / f"{run_key({**r, 'what': 'gamp', 'budget': 0})}.json"
 
 
-def _yhat_file(work: Path, r: dict[str, Any]) -> Path:
-    """GAMP's test predictions (4000 floats; kept out of the small JSON records)."""
-    return work / "yhat" / f"{run_key({**r, 'what': 'gamp', 'budget': 0})}.npy"
+def _yhat_file(work: Path, r: dict[str, Any], what: str = "gamp") -> Path:
+    """Test predictions (4000 floats; kept out of the small JSON records) of GAMP, of the
+    NUTS reference (``what="nutsref"``) or of an algorithm's run (``what=None``: ``r``'s own)."""
+    key = run_key(r) if what is None else run_key({**r, "what": what, "budget": 0})
+    return work / "yhat" / f"{key}.npy"
+
+
+def _nutsref_file(work: Path, r: dict[str, Any]) -> Path:
+    return work / f"{run_key({**r, 'what': 'nutsref', 'budget': 0})}.json"
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def needs_nutsref(r: dict[str, Any], work: Path) -> bool:
+    """The cell's GAMP ran and did not converge, and no stored reference exists."""
+    g = _read(_gamp_file(work, r))
+    return (g is not None and "error" not in g and not g.get("gamp_converged", False)
+            and not g.get("stored_reference", False))
+
+
+def run_nutsref(r: dict[str, Any], work: Path) -> dict[str, Any]:
+    """The stored reference's teacher-start NUTS chains (settings, keys) on this cell's data:
+    its error on the test inputs, its checks, and its predictions (``yhat/``)."""
+    from bayesslr.bayes.model import model_spec
+    from bayesslr.inference.evaluate import predict_draws, score
+    from bayesslr.inference.ground_truth import (
+        REF_ESS_MIN,
+        REF_RHAT_MAX,
+        RefSettings,
+        settings_options,
+        teacher_chains,
+    )
+
+    task, data = _data(r)
+    spec = model_spec(task)
+    st = RefSettings()
+    t0 = time.perf_counter()
+    res = teacher_chains(spec, data, r["D"], settings_options(st))
+    kf, vf = res.flat()
+    y, _ = predict_draws(spec, kf, vf, data.test)
+    y = np.asarray(y, np.float64)
+    s = score(task, data.teacher, data.test, y, None)
+    checks = []
+    if not res.r_hat_max <= REF_RHAT_MAX:
+        checks.append(f"r_hat_max={res.r_hat_max:.4f} > {REF_RHAT_MAX}")
+    if not res.ess_bulk_min >= REF_ESS_MIN:
+        checks.append(f"ess_bulk_min={res.ess_bulk_min:.0f} < {REF_ESS_MIN:g}")
+    if res.divergences:
+        checks.append(f"divergences={res.divergences}")
+    _yhat_file(work, r, "nutsref").parent.mkdir(parents=True, exist_ok=True)
+    np.save(_yhat_file(work, r, "nutsref"), y)
+    return {"test_error": s["test_error"], "stderr": s["stderr"],
+            "oracle_error": s["oracle_error"], "chains": st.chains, "warmup": st.warmup,
+            "draws": st.draws, "r_hat_max": res.r_hat_max, "ess_bulk_min": res.ess_bulk_min,
+            "divergences": int(res.divergences), "grad_evals": int(res.grad_evals),
+            "nutsref_s": time.perf_counter() - t0, "checks_passed": not checks,
+            "checks": "; ".join(checks) or "ok"}
 
 
 def run_gamp(r: dict[str, Any], work: Path) -> dict[str, Any]:
@@ -142,16 +215,21 @@ def run_algo(r: dict[str, Any], work: Path) -> dict[str, Any]:
     look = ref.lookup(task, r["alpha"], r["seed"], N_TEST, theory=False)
     if look is not None:
         refs["stored"] = look
+    nref = _read(_nutsref_file(work, r))
+    if nref is not None and "error" not in nref:
+        refs["nutsref"] = {"test_error": nref["test_error"], "stderr": nref["stderr"],
+                           "source": "nutsref", "y_hat": np.load(_yhat_file(work, r, "nutsref"))}
     out = {k: v for k, v in diag.items() if not isinstance(v, np.ndarray)}
     out["wall_s"] = wall
     for name, rf in refs.items():
-        s, _ = score_draws_on_data(task, spec, data, K, V, rf)
+        s, y_hat = score_draws_on_data(task, spec, data, K, V, rf)
         e, se = s["excess_over_reference"], s["excess_over_reference_stderr"]
         out[f"excess_{name}"] = e
         out[f"excess_{name}_stderr"] = se
         out[f"reaches_{name}"] = bool(np.isfinite(e) and e <= 3 * se)
         out["test_error"] = s["test_error"]
-    best = "stored" if "stored" in refs else "gamp"
+    np.save(_yhat_file(work, r, None), np.asarray(y_hat, np.float64))  # to score again later
+    best = next(n for n in ("stored", "nutsref", "gamp") if n in refs)
     out["reference"] = best
     out["excess"] = out[f"excess_{best}"]
     out["excess_stderr"] = out[f"excess_{best}_stderr"]
@@ -159,7 +237,17 @@ def run_algo(r: dict[str, Any], work: Path) -> dict[str, Any]:
     return out
 
 
-def run_trapping_map(work: Path, budget: int, only: list[str], seeds=SEEDS, Ds=DS) -> None:
+def _stale(f: Path, r: dict[str, Any], work: Path) -> bool:
+    """An algorithm's record scored against GAMP while its cell now has a NUTS reference."""
+    if r["what"] in ("gamp", "nutsref"):
+        return False
+    old, nref = _read(f), _read(_nutsref_file(work, r))
+    return (old is not None and old.get("reference") == "gamp"
+            and nref is not None and "error" not in nref)
+
+
+def run_trapping_map(work: Path, budget: int, only: list[str], seeds=SEEDS, Ds=DS,
+                     nutsref_max_nd: int = NUTSREF_MAX_ND) -> None:
     from bayesslr.core.jaxconfig import configure_jax
 
     configure_jax()
@@ -168,13 +256,23 @@ def run_trapping_map(work: Path, budget: int, only: list[str], seeds=SEEDS, Ds=D
         if not selected(r, only):
             continue
         f = work / f"{run_key(r)}.json"
-        if f.exists():
+        if f.exists() and not _stale(f, r, work):
             continue
         if r["what"] != "gamp" and not _yhat_file(work, r).exists():
-            continue  # its GAMP reference failed or was filtered out
+            continue  # its GAMP reference failed to run or was filtered out
+        if r["what"] == "nutsref":
+            nd = max(1, int(round(r["alpha"] * r["D"]))) * r["D"]
+            if not needs_nutsref(r, work):
+                continue
+            if nd > nutsref_max_nd:
+                print(f"{run_key(r)}: GAMP did not converge; no NUTS reference at N D = {nd} > "
+                      f"--nutsref-max-nd {nutsref_max_nd} (the cell has no reference)",
+                      flush=True)
+                continue
         t0 = time.perf_counter()
         try:
-            res = run_gamp(r, work) if r["what"] == "gamp" else run_algo(r, work)
+            run = {"gamp": run_gamp, "nutsref": run_nutsref}.get(r["what"], run_algo)
+            res = run(r, work)
         except Exception as exc:  # one failed run is recorded, the map goes on
             res = {"error": f"{type(exc).__name__}: {exc}"}
         row = {**r, **res, "run_wall_s": time.perf_counter() - t0,
@@ -184,7 +282,8 @@ def run_trapping_map(work: Path, budget: int, only: list[str], seeds=SEEDS, Ds=D
         tmp.write_text(json.dumps(row, default=float))
         os.replace(tmp, f)
         msg = (f"excess {row.get('excess', float('nan')):+.4f} reaches {row.get('reaches')}"
-               if r["what"] != "gamp" else f"err {row.get('test_error', float('nan')):.4f}")
+               f" ({row.get('reference')})" if r["what"] not in ("gamp", "nutsref")
+               else f"err {row.get('test_error', float('nan')):.4f} {row.get('checks', '')}")
         print(f"{run_key(r)}: {msg} {row.get('error', '')} ({row['run_wall_s']:.0f} s)",
               flush=True)
 
@@ -203,8 +302,8 @@ def trapping_table(work: Path):
     binomial standard error ``sqrt(p (1 - p) / n)``, the same for ``excess <= NEAR`` (0.02), the
     mean excess with its standard error
     over seeds, and the GAMP - stored reference gap where both exist. Runs whose reference is
-    a GAMP run that did not converge are left out and counted (``no_reference``), as failed
-    runs are (``failed``)."""
+    a GAMP run that did not converge, or a NUTS reference that failed its checks, are left out
+    and counted (``no_reference``), as failed runs are (``failed``)."""
     import pandas as pd
 
     every = load_rows(work)
@@ -219,16 +318,21 @@ def trapping_table(work: Path):
     # a GAMP run that did not converge is no reference: its cells are counted apart
     bad_gamp = {(r["delta"], r["D"], r["alpha"], r["seed"]) for r in rows
                 if r["what"] == "gamp" and not r.get("gamp_converged", False)}
+    bad_nutsref = {(r["delta"], r["D"], r["alpha"], r["seed"]) for r in rows
+                   if r["what"] == "nutsref" and not r.get("checks_passed", False)}
     no_ref: dict[tuple, int] = {}
     for r in rows:
-        if r["what"] != "gamp" and r.get("reference") == "gamp" and (
-                r["delta"], r["D"], r["alpha"], r["seed"]) in bad_gamp:
+        cell = (r["delta"], r["D"], r["alpha"], r["seed"])
+        if r["what"] in ("gamp", "nutsref"):
+            continue
+        if (r.get("reference") == "gamp" and cell in bad_gamp) or (
+                r.get("reference") == "nutsref" and cell in bad_nutsref):
             k = (r["delta"], r["D"], r["alpha"], r["what"])
             no_ref[k] = no_ref.get(k, 0) + 1
             r["_drop"] = True
     df = pd.DataFrame([r for r in rows if not r.get("_drop")])
     out = []
-    alg = df[df["what"] != "gamp"]
+    alg = df[~df["what"].isin(["gamp", "nutsref"])]
     for key, g in alg.groupby(["delta", "D", "alpha", "what"]):
         n = len(g)
         p = float(g["reaches"].astype(bool).mean())
@@ -309,12 +413,16 @@ def trapping_main(argv: list[str] | None = None) -> int:
     sub["run"].add_argument("--budget", type=float, default=1e5)
     sub["run"].add_argument("--seeds", default="0,1,2")
     sub["run"].add_argument("--D", default=",".join(map(str, DS)))
+    sub["run"].add_argument("--nutsref-max-nd", type=float, default=NUTSREF_MAX_ND,
+                            help="largest N D at which a NUTS reference replaces a GAMP that "
+                                 "did not converge")
     sub["figure"].add_argument("--out", required=True, type=Path)
     args = ap.parse_args(argv)
     if args.cmd == "run":
         run_trapping_map(args.work, int(args.budget), args.only,
                          tuple(int(s) for s in args.seeds.split(",")),
-                         tuple(int(d) for d in args.D.split(",")))
+                         tuple(int(d) for d in args.D.split(",")),
+                         int(args.nutsref_max_nd))
     elif args.cmd == "table":
         print(trapping_table(args.work).to_csv(index=False, float_format="%.4g"))
     else:
