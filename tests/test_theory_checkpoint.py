@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 
 import numpy as np
 import pytest
@@ -175,3 +176,32 @@ def test_a_path_cell_solves_its_curve_with_a_checkpoint(cdir, monkeypatch):
     ck = seen[0]
     assert isinstance(ck, C.PathCheckpoint) and ck.directory.parent == cdir
     assert ck.key == _ckpt().key  # the same path as solved directly: one key
+
+
+@pytest.mark.parametrize("preset", [False, True])
+def test_a_sweep_keeps_path_checkpoints_in_its_output_directory(tmp_path, monkeypatch, plugin,
+                                                                  preset):
+    """While ``run_sweep`` runs cells, the checkpoints of replica curves go to
+    ``OUT/theory_paths`` (so a copied run directory resumes its curves on another machine),
+    unless ``$BAYESSLR_PATH_CHECKPOINTS`` says otherwise; the variable is restored after."""
+    from bayesslr.sweep.config import parse_config
+    from bayesslr.sweep.executors import InProcessExecutor
+    from bayesslr.sweep.runner import PATHS_DIR, run_sweep
+
+    seen = []
+
+    class Spy(InProcessExecutor):
+        def run(self, cells, on_done, stop=None):
+            seen.append(C.checkpoint_dir())
+            super().run(cells, on_done, stop)
+
+    if preset:
+        monkeypatch.setenv(C.CHECKPOINT_ENV, str(tmp_path / "mine"))
+    else:
+        monkeypatch.delenv(C.CHECKPOINT_ENV, raising=False)
+    before = os.environ.get(C.CHECKPOINT_ENV)
+    cfg = parse_config({"name": "t", "grid": [{"methods": ["sweeptest:a"], "alpha": [1],
+                                               "seeds": [0]}]})
+    run_sweep(cfg, tmp_path / "out", Spy(), progress=False)
+    assert seen == [tmp_path / "mine" if preset else tmp_path / "out" / PATHS_DIR]
+    assert os.environ.get(C.CHECKPOINT_ENV) == before

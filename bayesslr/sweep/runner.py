@@ -26,7 +26,9 @@ permissions, file-size limit) stops the run with
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import os
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,6 +44,7 @@ from bayesslr.sweep.executors import (
 )
 from bayesslr.sweep.progress import SweepProgress
 from bayesslr.sweep.storage import CellRecord, ResultStore, ResumeScan
+from bayesslr.theory.checkpoint import CHECKPOINT_ENV
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,26 @@ def prepare_run(cfg: SweepConfig, out: str | Path, *, force: bool = False) -> Re
     return store
 
 
+PATHS_DIR = "theory_paths"  # checkpoints of replica curves (bayesslr.theory.checkpoint)
+
+
+@contextlib.contextmanager
+def path_checkpoints(directory: Path) -> Iterator[None]:
+    """Keep the checkpoints of replica curves (:mod:`bayesslr.theory.checkpoint`) in the
+    output directory while a sweep runs, unless ``$BAYESSLR_PATH_CHECKPOINTS`` says where:
+    a curve stopped half-way resumes with the run directory, on this machine or on another
+    one it is copied to. Set in this process's environment (cells run in-process, and the
+    workers of a local cluster, started inside, inherit it), and restored afterwards."""
+    if CHECKPOINT_ENV in os.environ:
+        yield
+        return
+    os.environ[CHECKPOINT_ENV] = str(directory)
+    try:
+        yield
+    finally:
+        os.environ.pop(CHECKPOINT_ENV, None)
+
+
 def run_sweep(cfg: SweepConfig, out: str | Path, executor: Executor | None = None, *,
               force: bool = False, progress: bool = True, keep_stale: bool = False,
               log: Callable[[str], None] | None = None) -> RunSummary:
@@ -122,27 +145,28 @@ def run_sweep(cfg: SweepConfig, out: str | Path, executor: Executor | None = Non
         reused = len(scan.done)
         todo = scan.todo
         stop.check()
-        try:
-            if todo:  # a cluster that cannot be reached fails before any write
-                def _open() -> None:
-                    executor.open()
-                    if stop:  # interrupted while it started: do not leave it running
-                        executor.close()
+        with path_checkpoints(store.out / PATHS_DIR):
+            try:
+                if todo:  # a cluster that cannot be reached fails before any write
+                    def _open() -> None:
+                        executor.open()
+                        if stop:  # interrupted while it started: do not leave it running
+                            executor.close()
 
-                # a local cluster takes seconds to start: Ctrl-C must not wait for it
-                call_interruptibly(_open, stop=stop, name="bayesslr-executor-open")
-            stop.check()
-            store.prepare(cfg)
-            with SweepProgress(len(cfg.cells), reused, cfg.name, enabled=progress) as bar:
-                def on_done(rec: CellRecord) -> None:
-                    store.write(rec)
-                    records[rec.key] = rec
-                    bar.advance(failed=rec.status != "ok")
+                    # a local cluster takes seconds to start: Ctrl-C must not wait for it
+                    call_interruptibly(_open, stop=stop, name="bayesslr-executor-open")
+                stop.check()
+                store.prepare(cfg)
+                with SweepProgress(len(cfg.cells), reused, cfg.name, enabled=progress) as bar:
+                    def on_done(rec: CellRecord) -> None:
+                        store.write(rec)
+                        records[rec.key] = rec
+                        bar.advance(failed=rec.status != "ok")
 
-                if todo:
-                    executor.run(todo, on_done, stop)
-        finally:
-            executor.close()
+                    if todo:
+                        executor.run(todo, on_done, stop)
+            finally:
+                executor.close()
         stop.check()
 
         ordered = [records[cell_key(c)] for c in cfg.cells if cell_key(c) in records]
