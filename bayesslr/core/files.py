@@ -50,6 +50,16 @@ class StoreError(RuntimeError):
         self.errno = getattr(exc, "errno", None)
 
 
+def env_dir(variable: str, default: Path) -> Path | None:
+    """A directory named by the environment ``variable``, ``default`` when it is unset, or
+    ``None`` when it says ``off`` (or is empty, ``0``, ``none``, ``false``): the caches and
+    checkpoints of the suite."""
+    env = os.environ.get(variable)
+    if env is not None and env.strip().lower() in {"", "0", "off", "none", "false"}:
+        return None
+    return Path(env).expanduser() if env else default
+
+
 def _tmp_path(path: Path) -> Path:
     """A temporary name next to ``path``, unique to this writer (host, pid, random)."""
     return path.parent / f".{path.name}.{_HOST}.{os.getpid()}.{secrets.token_hex(6)}.tmp"

@@ -25,7 +25,6 @@ import dataclasses
 import hashlib
 import json
 import math
-import os
 from collections.abc import Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -33,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from bayesslr.core.activations import ACTIVATIONS
-from bayesslr.core.files import StoreError, exclusive_lock, write_json_atomic
+from bayesslr.core.files import StoreError, env_dir, exclusive_lock, write_json_atomic
 from bayesslr.core.options import Opt, schema_of
 from bayesslr.core.task import OVERLAP_NAMES, ConfigError, LengthLaw
 from bayesslr.erm.gd import GDOptions, gd_trajectory
@@ -183,12 +182,7 @@ def replica_cache_dir() -> Path | None:
     """Directory of the cache of ``lam='replica'``: ``$BAYESSLR_REPLICA_CACHE``, or
     ``~/.cache/bayesslr/replica_lam``; ``None`` when the variable is ``off`` (or empty, ``0``,
     ``none``, ``false``)."""
-    env = os.environ.get(REPLICA_CACHE_ENV)
-    if env is not None and env.strip().lower() in {"", "0", "off", "none", "false"}:
-        return None
-    if env:
-        return Path(env).expanduser()
-    return Path.home() / ".cache" / "bayesslr" / "replica_lam"
+    return env_dir(REPLICA_CACHE_ENV, Path.home() / ".cache" / "bayesslr" / "replica_lam")
 
 
 def _path_below(alpha: float) -> list[float]:

@@ -33,7 +33,6 @@ import dataclasses
 import hashlib
 import json
 import math
-import os
 import shutil
 import time
 import warnings
@@ -43,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from bayesslr.core.files import StoreError, write_text_atomic
+from bayesslr.core.files import StoreError, env_dir, write_text_atomic
 
 CHECKPOINT_ENV = "BAYESSLR_PATH_CHECKPOINTS"
 FORMAT = 1
@@ -52,12 +51,7 @@ FORMAT = 1
 def checkpoint_dir() -> Path | None:
     """``$BAYESSLR_PATH_CHECKPOINTS``, or ``~/.cache/bayesslr/theory_paths``; ``None`` when the
     variable is ``off`` (or empty, ``0``, ``none``, ``false``)."""
-    env = os.environ.get(CHECKPOINT_ENV)
-    if env is not None and env.strip().lower() in {"", "0", "off", "none", "false"}:
-        return None
-    if env:
-        return Path(env).expanduser()
-    return Path.home() / ".cache" / "bayesslr" / "theory_paths"
+    return env_dir(CHECKPOINT_ENV, Path.home() / ".cache" / "bayesslr" / "theory_paths")
 
 
 # ---- a JSON codec for the results of a path ------------------------------------------------------
