@@ -86,7 +86,7 @@ def test_a_stopped_path_resumes_with_the_same_numbers(cdir, monkeypatch, uninter
     assert ck.restored_s > 0
     assert _strip(C.encode(resumed)) == _strip(C.encode(uninterrupted))
     assert resumed[2].lam == uninterrupted[2].lam  # exactly, not approximately
-    assert not ck.directory.exists()  # removed once the path is whole
+    assert not ck.directory.exists() and not cdir.exists()  # removed once the path is whole
 
 
 def test_an_unreadable_or_foreign_point_is_solved_again(cdir, monkeypatch):

@@ -29,6 +29,7 @@ exactly (NaN and infinities included).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -184,5 +185,8 @@ class PathCheckpoint:
                           RuntimeWarning, stacklevel=2)
 
     def clear(self) -> None:
-        """Remove the checkpoint (the path is solved whole and its cells are on their way)."""
+        """Remove the checkpoint (the path is solved whole and its cells are on their way),
+        and the checkpoint directory too when nothing else is left in it."""
         shutil.rmtree(self.directory, ignore_errors=True)
+        with contextlib.suppress(OSError):  # not empty: another path's checkpoint
+            self.directory.parent.rmdir()
