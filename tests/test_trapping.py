@@ -166,3 +166,6 @@ def test_where_gamp_fails_a_nuts_reference_is_made_and_the_runs_are_scored_again
                         nutsref_max_nd=5000)
     assert "no NUTS reference at N D = 12500 > --nutsref-max-nd 5000" in capsys.readouterr().out
     assert not tr._nutsref_file(tmp_path, big).exists() and len(chains) == 1
+    # and its algorithms are not run: with no reference the table could not score them
+    tr.run_trapping_map(tmp_path, 1000, ["alpha=5"], seeds=(0,), Ds=(50,), nutsref_max_nd=5000)
+    assert not list(tmp_path.glob("*D50-alpha5-seed0-smc*"))

@@ -18,8 +18,8 @@ paired:
   teacher-start chains, settings and keys (:func:`bayesslr.inference.ground_truth.teacher_chains`;
   4 chains x 2000 draws), its checks recorded (R-hat, bulk ESS, divergences). It is run up to
   ``N D <= --nutsref-max-nd`` (2e5 by default, ``D = 200`` at ``alpha = 5``: minutes a run;
-  ``D = 400`` costs 4 to 16 times more); beyond that a cell keeps no reference and the table
-  counts it as such.
+  ``D = 400`` costs 4 to 16 times more); beyond that a cell keeps no reference, its algorithms
+  are not run (nothing could score them), and the table counts it as such.
 
 A cell *reaches* the reference when its paired excess is at most 3 of its standard errors (the
 benchmark's rule). ``reaches`` is also recorded against GAMP where the stored reference exists.
@@ -124,6 +124,14 @@ def needs_nutsref(r: dict[str, Any], work: Path) -> bool:
     g = _read(_gamp_file(work, r))
     return (g is not None and "error" not in g and not g.get("gamp_converged", False)
             and not g.get("stored_reference", False))
+
+
+def _has_reference(r: dict[str, Any], work: Path) -> bool:
+    """A stored reference, a converged GAMP or a NUTS reference that ran."""
+    if not needs_nutsref(r, work):
+        return True
+    nref = _read(_nutsref_file(work, r))
+    return nref is not None and "error" not in nref
 
 
 def run_nutsref(r: dict[str, Any], work: Path) -> dict[str, Any]:
@@ -260,6 +268,8 @@ def run_trapping_map(work: Path, budget: int, only: list[str], seeds=SEEDS, Ds=D
             continue
         if r["what"] != "gamp" and not _yhat_file(work, r).exists():
             continue  # its GAMP reference failed to run or was filtered out
+        if r["what"] not in ("gamp", "nutsref") and not _has_reference(r, work):
+            continue  # GAMP failed and no NUTS reference: the table could not score it
         if r["what"] == "nutsref":
             nd = max(1, int(round(r["alpha"] * r["D"]))) * r["D"]
             if not needs_nutsref(r, work):
