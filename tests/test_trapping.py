@@ -169,3 +169,30 @@ def test_where_gamp_fails_a_nuts_reference_is_made_and_the_runs_are_scored_again
     # and its algorithms are not run: with no reference the table could not score them
     tr.run_trapping_map(tmp_path, 1000, ["alpha=5"], seeds=(0,), Ds=(50,), nutsref_max_nd=5000)
     assert not list(tmp_path.glob("*D50-alpha5-seed0-smc*"))
+
+
+def test_a_fresh_clone_makes_the_gamp_predictions_again(tmp_path, monkeypatch):
+    """The records are committed but not GAMP's predictions (``yhat/``, ignored by git): a
+    resumed map makes them again and keeps the record; before, every run that needed them was
+    skipped without a word."""
+    import numpy as np
+
+    made = []
+
+    def fake_gamp(r, work):
+        made.append(tr.run_key(r))
+        tr._yhat_file(work, r).parent.mkdir(exist_ok=True)
+        np.save(tr._yhat_file(work, r), np.zeros(tr.N_TEST))
+        return {"test_error": 0.0}
+
+    monkeypatch.setattr(tr, "run_gamp", fake_gamp)
+    monkeypatch.setattr("bayesslr.core.jaxconfig.configure_jax", lambda *a, **k: None)
+    monkeypatch.setattr(tr, "SETTINGS", {0.01: (2.0,)})
+    monkeypatch.setattr(tr, "ALGOS", ())
+    c = dict(delta=0.01, D=25, alpha=2.0, seed=0)
+    _write(tmp_path, **c, what="gamp", budget=0, gamp_converged=True, test_error=0.5)
+    before = tr._gamp_file(tmp_path, c).read_text()
+    tr.run_trapping_map(tmp_path, 1000, ["D=25"], seeds=(0,), Ds=(25,))
+    assert made == [tr.run_key({**c, "what": "gamp", "budget": 0})]
+    assert tr._yhat_file(tmp_path, c).exists()
+    assert tr._gamp_file(tmp_path, c).read_text() == before

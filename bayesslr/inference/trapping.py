@@ -264,6 +264,11 @@ def run_trapping_map(work: Path, budget: int, only: list[str], seeds=SEEDS, Ds=D
         if not selected(r, only):
             continue
         f = work / f"{run_key(r)}.json"
+        if r["what"] == "gamp" and f.exists() and not _yhat_file(work, r).exists():
+            # a fresh clone: the records are committed, GAMP's predictions (yhat/) are not;
+            # they are made again (seconds), the record is kept as it was
+            run_gamp(r, work)
+            continue
         if f.exists() and not _stale(f, r, work):
             continue
         if r["what"] != "gamp" and not _yhat_file(work, r).exists():
