@@ -179,6 +179,17 @@ def settings_options(settings: RefSettings) -> SamplerOptions:
                           target_accept=settings.target_accept, adapt=settings.adapt)
 
 
+def reference_checks(res) -> list[str]:
+    """The reference's checks that teacher-start chains ``res`` fail (R-hat, bulk ESS), one
+    phrase each; empty when they pass."""
+    checks = []
+    if not res.r_hat_max <= REF_RHAT_MAX:
+        checks.append(f"r_hat_max={num(res.r_hat_max, REF_RHAT_MAX)} > {REF_RHAT_MAX}")
+    if not res.ess_bulk_min >= REF_ESS_MIN:
+        checks.append(f"ess_bulk_min={res.ess_bulk_min:.0f} < {REF_ESS_MIN:g}")
+    return checks
+
+
 def build_task(t: RefTask, settings: RefSettings) -> dict[str, Any]:
     """Run the reference chains of one task and measure everything stored about it."""
     task = t.task()
@@ -207,11 +218,7 @@ def build_task(t: RefTask, settings: RefSettings) -> dict[str, Any]:
     m = min(res_t.k.shape[1], res_r.k.shape[1])  # the last m draws of every chain
     pooled = arviz_adapter.diagnostics({"k": np.concatenate([res_t.k[:, -m:], res_r.k[:, -m:]]),
                                         "v": np.concatenate([res_t.v[:, -m:], res_r.v[:, -m:]])})
-    checks = []
-    if not res_t.r_hat_max <= REF_RHAT_MAX:
-        checks.append(f"r_hat_max={num(res_t.r_hat_max, REF_RHAT_MAX)} > {REF_RHAT_MAX}")
-    if not res_t.ess_bulk_min >= REF_ESS_MIN:
-        checks.append(f"ess_bulk_min={res_t.ess_bulk_min:.0f} < {REF_ESS_MIN:g}")
+    checks = reference_checks(res_t)
     return {
         **asdict(t), "key": t.key(), "N": t.N,
         "test_error": float(e_ref.mean()), "stderr": float(e_ref.std(ddof=1) / math.sqrt(n)),

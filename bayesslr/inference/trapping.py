@@ -93,8 +93,12 @@ def _data(r):
     from bayesslr.inference.evaluate import task_data
 
     task = make_task("spiked", L=3, nu=2.0, delta=r["delta"], D=r["D"])
-    N = max(1, int(round(r["alpha"] * r["D"])))
-    return task, task_data(task, r["seed"], N, N_TEST)
+    return task, task_data(task, r["seed"], _N(r), N_TEST)
+
+
+def _N(r: dict[str, Any]) -> int:
+    """Training samples of a run's cell."""
+    return max(1, int(round(r["alpha"] * r["D"])))
 
 
 def _gamp_file(work: Path, r: dict[str, Any]) -> Path:
@@ -126,12 +130,15 @@ def needs_nutsref(r: dict[str, Any], work: Path) -> bool:
             and not g.get("stored_reference", False))
 
 
+def _nutsref(work: Path, r: dict[str, Any]) -> dict[str, Any] | None:
+    """The record of the cell's NUTS reference when it ran (checks passed or not)."""
+    nref = _read(_nutsref_file(work, r))
+    return nref if nref is not None and "error" not in nref else None
+
+
 def _has_reference(r: dict[str, Any], work: Path) -> bool:
     """A stored reference, a converged GAMP or a NUTS reference that ran."""
-    if not needs_nutsref(r, work):
-        return True
-    nref = _read(_nutsref_file(work, r))
-    return nref is not None and "error" not in nref
+    return not needs_nutsref(r, work) or _nutsref(work, r) is not None
 
 
 def run_nutsref(r: dict[str, Any], work: Path) -> dict[str, Any]:
@@ -140,9 +147,8 @@ def run_nutsref(r: dict[str, Any], work: Path) -> dict[str, Any]:
     from bayesslr.bayes.model import model_spec
     from bayesslr.inference.evaluate import predict_draws, score
     from bayesslr.inference.ground_truth import (
-        REF_ESS_MIN,
-        REF_RHAT_MAX,
         RefSettings,
+        reference_checks,
         settings_options,
         teacher_chains,
     )
@@ -156,11 +162,7 @@ def run_nutsref(r: dict[str, Any], work: Path) -> dict[str, Any]:
     y, _ = predict_draws(spec, kf, vf, data.test)
     y = np.asarray(y, np.float64)
     s = score(task, data.teacher, data.test, y, None)
-    checks = []
-    if not res.r_hat_max <= REF_RHAT_MAX:
-        checks.append(f"r_hat_max={res.r_hat_max:.4f} > {REF_RHAT_MAX}")
-    if not res.ess_bulk_min >= REF_ESS_MIN:
-        checks.append(f"ess_bulk_min={res.ess_bulk_min:.0f} < {REF_ESS_MIN:g}")
+    checks = reference_checks(res)
     if res.divergences:
         checks.append(f"divergences={res.divergences}")
     _yhat_file(work, r, "nutsref").parent.mkdir(parents=True, exist_ok=True)
@@ -205,7 +207,7 @@ def run_algo(r: dict[str, Any], work: Path) -> dict[str, Any]:
     from bayesslr.core.task import algorithm_key
     from bayesslr.inference import ground_truth as ref
     from bayesslr.inference import method as M
-    from bayesslr.inference.evaluate import score_draws_on_data
+    from bayesslr.inference.evaluate import score, score_draws_on_data
 
     task, data = _data(r)
     spec = model_spec(task)
@@ -223,14 +225,18 @@ def run_algo(r: dict[str, Any], work: Path) -> dict[str, Any]:
     look = ref.lookup(task, r["alpha"], r["seed"], N_TEST, theory=False)
     if look is not None:
         refs["stored"] = look
-    nref = _read(_nutsref_file(work, r))
-    if nref is not None and "error" not in nref:
+    nref = _nutsref(work, r)
+    if nref is not None:
         refs["nutsref"] = {"test_error": nref["test_error"], "stderr": nref["stderr"],
                            "source": "nutsref", "y_hat": np.load(_yhat_file(work, r, "nutsref"))}
     out = {k: v for k, v in diag.items() if not isinstance(v, np.ndarray)}
     out["wall_s"] = wall
+    y_hat = None
     for name, rf in refs.items():
-        s, y_hat = score_draws_on_data(task, spec, data, K, V, rf)
+        if y_hat is None:  # the draws' predictions once, then paired with each reference
+            s, y_hat = score_draws_on_data(task, spec, data, K, V, rf)
+        else:
+            s = score(task, data.teacher, data.test, y_hat, rf)
         e, se = s["excess_over_reference"], s["excess_over_reference_stderr"]
         out[f"excess_{name}"] = e
         out[f"excess_{name}_stderr"] = se
@@ -249,9 +255,9 @@ def _stale(f: Path, r: dict[str, Any], work: Path) -> bool:
     """An algorithm's record scored against GAMP while its cell now has a NUTS reference."""
     if r["what"] in ("gamp", "nutsref"):
         return False
-    old, nref = _read(f), _read(_nutsref_file(work, r))
+    old = _read(f)
     return (old is not None and old.get("reference") == "gamp"
-            and nref is not None and "error" not in nref)
+            and _nutsref(work, r) is not None)
 
 
 def run_trapping_map(work: Path, budget: int, only: list[str], seeds=SEEDS, Ds=DS,
@@ -276,7 +282,7 @@ def run_trapping_map(work: Path, budget: int, only: list[str], seeds=SEEDS, Ds=D
         if r["what"] not in ("gamp", "nutsref") and not _has_reference(r, work):
             continue  # GAMP failed and no NUTS reference: the table could not score it
         if r["what"] == "nutsref":
-            nd = max(1, int(round(r["alpha"] * r["D"]))) * r["D"]
+            nd = _N(r) * r["D"]
             if not needs_nutsref(r, work):
                 continue
             if nd > nutsref_max_nd:
