@@ -180,6 +180,9 @@ def test_dataset_layout_failures_and_broadcast(tmp_path, plugin):
     cells = xr.open_dataset(summary.dataset, group="cells", engine="h5netcdf").load()
     assert cells.sizes["cell"] == len(cfg.cells)
     assert set(cells["status"].values.tolist()) == {"ok", "failed"}
+    # each cell's measured wall and CPU time (bayesslr.core.cputime)
+    assert cells["cpu_s"].attrs["units"] == "s"
+    assert (cells["cpu_s"] >= 0).all() and (cells["runtime_s"] >= 0).all()
     ds = xr.open_dataset(summary.dataset, group="sweeptest", engine="h5netcdf").load()
     assert list(ds["test_error"].dims) == ["method", "variant", "L", "nu", "delta", "alpha",
                                            "D", "seed"]

@@ -145,6 +145,11 @@ def _dry_run(cfg, out_dir: Path, workers: int | None, force: bool,
                + f" on this {cores}-core machine"
                + ("" if workers or cores == 1 else
                   f", {_fmt_seconds(wall_seconds(total, cores))} with --workers {cores}"))
+    if done:
+        by_cpu = sum(r.cpu_s == r.cpu_s for r in done.values())
+        typer.echo(f"  (the model rescaled per family by the {plural(len(done), 'finished cell')}: "
+                   f"{by_cpu} by their CPU time, {len(done) - by_cpu} by their wall time, which "
+                   "the machine's load stretches)")
 
 def presets() -> None:
     """List the built-in sweeps with their cell counts."""

@@ -8,8 +8,9 @@ constants, the measurements and the model's accuracy are in ``benchmarks/README.
 "Cost model"). Work shared by several cells is counted once: the replica theory's optimal
 ``lam`` that ERM cells with ``lam = "replica"`` ask for (:func:`prerequisites`; none when it is
 already cached on disk). When the output directory already holds finished cells, each family's
-model is rescaled by the median ratio of measured to modelled time (their ``runtime_s``: wall
-time on the machine that ran them).
+model is rescaled by the median ratio of measured to modelled time: their ``cpu_s`` (process CPU
+time, which the model models and the machine's load does not stretch), or their ``runtime_s``
+(wall time) for cells written before ``cpu_s`` was recorded.
 
 Wall time: a sweep keeps ``min(workers, cores)`` cores busy (``--workers N`` runs N cells at
 once; in-process, one cell at a time, whose JAX computations use several threads only in part:
@@ -56,14 +57,20 @@ def prerequisites(cells: Sequence[Cell]) -> dict[str, float]:
     return out
 
 
+def measured_seconds(rec: CellRecord) -> float:
+    """What a finished cell cost: its ``cpu_s`` where recorded, else its ``runtime_s``."""
+    return rec.cpu_s if rec.cpu_s == rec.cpu_s else rec.runtime_s
+
+
 def estimate(cells: Sequence[Cell], measured: Sequence[CellRecord] = ()) -> dict[str, float]:
     """Core-seconds by family (key ``"total"`` too), rescaled by measured cells if any, with
     the shared work of :func:`prerequisites` as separate entries."""
     scale: dict[str, float] = {}
     by_fam: dict[str, list[float]] = {}
     for r in measured:
-        if r.status == "ok" and r.runtime_s == r.runtime_s:
-            by_fam.setdefault(r.cell.family, []).append(r.runtime_s / model_seconds(r.cell))
+        took = measured_seconds(r)
+        if r.status == "ok" and took == took:
+            by_fam.setdefault(r.cell.family, []).append(took / model_seconds(r.cell))
     for fam, ratios in by_fam.items():
         scale[fam] = statistics.median(ratios)
     out: dict[str, float] = {}

@@ -339,6 +339,9 @@ def cells_table(records: Sequence[CellRecord]) -> xr.Dataset:
                   {"long_name": "error text of a failed cell"}),
         "runtime_s": ("cell", np.array([r.runtime_s for r in records], dtype=float),
                       {"long_name": "wall time of the cell", "units": "s"}),
+        "cpu_s": ("cell", np.array([r.cpu_s for r in records], dtype=float),
+                  {"long_name": "process CPU time of the cell, all threads (NaN: not "
+                                "recorded)", "units": "s"}),
         "method_version": ("cell", np.array([r.method_version for r in records], dtype=str
                                             ).reshape(n),
                            {"long_name": "code version of the method that computed the cell "
@@ -403,7 +406,7 @@ def comparable(tree: xr.DataTree) -> xr.DataTree:
     the revision)."""
     out = tree.copy()
     for node in out.subtree:
-        ds = node.to_dataset().drop_vars(["runtime_s"], errors="ignore")
+        ds = node.to_dataset().drop_vars(["runtime_s", "cpu_s"], errors="ignore")
         ds.attrs = {k: v for k, v in ds.attrs.items() if k not in {"history", "git_revision"}}
         node.dataset = ds
     return out

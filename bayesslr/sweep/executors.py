@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from bayesslr.core import startup
+from bayesslr.core.cputime import CpuTimer
 from bayesslr.core.jaxconfig import release_compiled_near_map_limit
 from bayesslr.core.task import ConfigError
 from bayesslr.registry import Cell, run_unit, spread_units, units
@@ -193,12 +194,13 @@ def load_plugins(plugins: Sequence[str]) -> None:
 def execute_unit(cells: Sequence[Cell]) -> list[CellRecord]:
     """Run one unit of work (:func:`bayesslr.registry.units`: one cell, or cells its family
     runs together); an exception becomes failed records, never a crash of the sweep. The
-    unit's wall time is shared evenly by its cells.
+    unit's wall time, and its process CPU time (:mod:`bayesslr.core.cputime`), are shared
+    evenly by its cells.
 
     Each record carries the code version of its method *where it ran* (a remote worker with
     other code shows up as stale when the sweep resumes).
     """
-    t0 = time.perf_counter()
+    t0, cpu = time.perf_counter(), CpuTimer()
     versions = []
     for c in cells:
         try:
@@ -209,13 +211,13 @@ def execute_unit(cells: Sequence[Cell]) -> list[CellRecord]:
         outs = [normalize_outputs(o) for o in run_unit(cells)]
     except Exception as exc:  # recorded per cell; the sweep goes on
         text = clean_text(" ".join(f"{type(exc).__name__}: {exc}".split())[:MAX_ERROR_CHARS])
-        dt = (time.perf_counter() - t0) / len(cells)
-        return [CellRecord(c, "failed", {}, text, dt, v)
+        dt, dc = (time.perf_counter() - t0) / len(cells), cpu.seconds() / len(cells)
+        return [CellRecord(c, "failed", {}, text, dt, v, dc)
                 for c, v in zip(cells, versions, strict=True)]
     finally:
         release_compiled_near_map_limit()  # a long-lived worker must not run out of mmaps
-    dt = (time.perf_counter() - t0) / len(cells)
-    return [CellRecord(c, "ok", o, "", dt, v)
+    dt, dc = (time.perf_counter() - t0) / len(cells), cpu.seconds() / len(cells)
+    return [CellRecord(c, "ok", o, "", dt, v, dc)
             for c, o, v in zip(cells, outs, versions, strict=True)]
 
 

@@ -112,6 +112,13 @@ class CellRecord:
     method_version : str
         Code version of the method that computed it (``MethodSpec.version`` where it ran);
         ``""`` when unknown (files written before versions were recorded).
+    cpu_s : float
+        Process CPU time of the method call in seconds, all threads (:mod:`bayesslr.core.
+        cputime`; unlike ``runtime_s`` it does not grow with the machine's load); NaN when
+        unknown (cells written before it was recorded). A diagnostic, not a result: it is kept
+        out of the checksum (a cell file reads the same with or without it) and out of the
+        record's equality (an unknown one, NaN, would make a record unequal to itself read
+        back).
     """
 
     cell: Cell
@@ -120,6 +127,7 @@ class CellRecord:
     error: str = ""
     runtime_s: float = math.nan
     method_version: str = ""
+    cpu_s: float = field(default=math.nan, compare=False)
 
     @property
     def key(self) -> str:
@@ -207,11 +215,14 @@ def record_to_dataset(rec: CellRecord) -> xr.Dataset:
 def _cell_attrs(rec: CellRecord) -> dict[str, Any]:
     num, txt = _split_outputs(rec.outputs)
     cell_json = rec.cell.to_json()
-    return {"format": CELL_FORMAT, "cell": cell_json, "key": rec.key, "status": rec.status,
-            "error": rec.error, "runtime_s": float(rec.runtime_s),
-            "method_version": rec.method_version, "bayesslr_version": bayesslr.__version__,
-            "checksum": content_checksum(cell_json, rec.status, rec.error, rec.runtime_s,
-                                         rec.method_version, num, txt)}
+    attrs = {"format": CELL_FORMAT, "cell": cell_json, "key": rec.key, "status": rec.status,
+             "error": rec.error, "runtime_s": float(rec.runtime_s),
+             "method_version": rec.method_version, "bayesslr_version": bayesslr.__version__,
+             "checksum": content_checksum(cell_json, rec.status, rec.error, rec.runtime_s,
+                                          rec.method_version, num, txt)}
+    if math.isfinite(rec.cpu_s):  # outside the checksum (CellRecord.cpu_s)
+        attrs["cpu_s"] = float(rec.cpu_s)
+    return attrs
 
 
 def encode_cell(rec: CellRecord) -> bytes:
@@ -260,6 +271,7 @@ def decode_cell(data: bytes) -> CellRecord:
         cell_json = str(attrs["cell"])
         cell = cell_from_json(cell_json)
         runtime = float(np.asarray(attrs["runtime_s"]).reshape(-1)[0])
+        cpu = float(np.asarray(attrs.get("cpu_s", math.nan)).reshape(-1)[0])
         status, error = str(attrs["status"]), str(attrs.get("error", ""))
     except Exception as exc:  # not HDF5, truncated, missing pieces, foreign layout
         raise CorruptCell(f"unreadable ({type(exc).__name__}: {exc})") from None
@@ -274,7 +286,7 @@ def decode_cell(data: bytes) -> CellRecord:
             raise CorruptCell("content does not match its checksum")
     else:
         version = ""  # format 1: nothing to verify, version unknown
-    return CellRecord(cell, status, {**num, **txt}, error, runtime, version)
+    return CellRecord(cell, status, {**num, **txt}, error, runtime, version, cpu)
 
 
 def read_cell_file(path: Path) -> CellRecord:

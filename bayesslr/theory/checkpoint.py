@@ -133,12 +133,14 @@ class PathCheckpoint:
     """The solved points of one continuation path, kept in ``directory`` (see the module).
 
     ``restored_s`` is the wall time the restored points cost when they were solved (so that a
-    resumed path still reports the time its points took in all).
+    resumed path still reports the time its points took in all), ``restored_cpu_s`` their
+    process CPU time (0 for a point whose file predates it).
     """
 
     directory: Path
     key: str
     restored_s: float = 0.0
+    restored_cpu_s: float = 0.0
 
     @classmethod
     def open(cls, **parts: Any) -> PathCheckpoint | None:
@@ -157,7 +159,7 @@ class PathCheckpoint:
         """The stored ``(point, state)`` of the leading ``alphas`` (ascending), up to the first
         one missing or unreadable."""
         out: list[tuple[Any, Any]] = []
-        self.restored_s = 0.0
+        self.restored_s = self.restored_cpu_s = 0.0
         for a in alphas:
             try:
                 doc = json.loads(self._file(a).read_text(encoding="utf-8"))
@@ -165,17 +167,21 @@ class PathCheckpoint:
                     break
                 point, state = decode(doc["point"]), decode(doc["state"])
                 seconds = float(doc.get("seconds", 0.0))
+                cpu_seconds = float(doc.get("cpu_seconds", 0.0))
             except (OSError, ValueError, KeyError, TypeError):
                 break
             out.append((point, state))
             self.restored_s += seconds
+            self.restored_cpu_s += cpu_seconds
         return out
 
-    def save(self, alpha: float, point: Any, state: Any, seconds: float) -> None:
-        """Write the solved ``alpha`` (its ``point`` and the warm ``state`` for the next one);
-        a failure to write only warns."""
+    def save(self, alpha: float, point: Any, state: Any, seconds: float,
+             cpu_seconds: float = 0.0) -> None:
+        """Write the solved ``alpha`` (its ``point`` and the warm ``state`` for the next one, the
+        wall and CPU ``seconds`` it took); a failure to write only warns."""
         doc = {"key": self.key, "format": FORMAT, "alpha": repr(float(alpha)),
-               "seconds": seconds, "written": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+               "seconds": seconds, "cpu_seconds": cpu_seconds,
+               "written": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                "point": encode(point), "state": encode(state)}
         try:
             self.directory.mkdir(parents=True, exist_ok=True)

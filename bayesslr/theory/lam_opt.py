@@ -212,13 +212,14 @@ def optimal_lambda_curve(task: TaskConfig, activation: str, alphas: Sequence[flo
             warm = state
     grid = {float(g) for g in lam_grid}
     for a in order[len(out):]:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         r = optimal_lambda(task, activation, a, options, lam_grid=lam_grid,
                            refine_iter=refine_iter, warm=warm)
         out[a] = r
         warm = {s.lam_k: s.x for s in r.solves if s.lam_k in grid and s.reached}
         if checkpoint is not None:
-            checkpoint.save(a, r, warm, time.perf_counter() - t0)
+            checkpoint.save(a, r, warm, time.perf_counter() - t0,
+                            cpu_seconds=time.process_time() - c0)
     if checkpoint is not None:
         checkpoint.clear()
     return [out[a] for a in alphas]

@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
+from bayesslr.core.cputime import add_restored
 from bayesslr.core.lam import parse_lam
 from bayesslr.core.options import Opt, Schema, schema_of
 from bayesslr.core.task import ConfigError, LengthLaw
@@ -272,7 +273,9 @@ def _erm_batch(cells: list[Cell], opts_list: list[Mapping[str, Any]]) -> list[di
             res = optimal_lambda_curve(task, cell.activation, sorted(path), opt,
                                        lam_grid=opts["lam_grid"],
                                        refine_iter=opts["refine_iter"], checkpoint=ckpt)
-            restored_s = ckpt.restored_s if ckpt is not None else 0.0
+            if ckpt is not None:
+                restored_s = ckpt.restored_s
+                add_restored(ckpt.restored_cpu_s)  # the runner's cpu_s counts it
             by_alpha = dict(zip(sorted(path), res, strict=True))
             points = [by_alpha[_on_path(a, path)] for a in alphas]
         else:
