@@ -215,6 +215,24 @@ def test_report_draws_the_study(tmp_path):
     assert "# finite-size" in text and "reaches the replica line" in text
 
 
+def test_cli_reports_a_results_file(capsys, tmp_path):
+    """`bayesslr report OUT/partial.nc` (the documented way to draw a partial run) writes the
+    figures beside the file and prints the verdicts; it used to look for them inside the file
+    (``partial.nc/figures/verdicts.txt``) and end in a traceback after drawing them."""
+    from bayesslr.cli import main
+
+    tree = _tree()
+    tree.attrs["bayesslr_version"] = "test"
+    tree.to_netcdf(tmp_path / "partial.nc", engine="h5netcdf")
+    with pytest.raises(SystemExit) as e:
+        main(["report", str(tmp_path / "partial.nc"), "--formats", "png"])
+    out = capsys.readouterr().out
+    assert e.value.code == 0
+    assert (tmp_path / "figures" / "finite_size.png").is_file()
+    assert f"verdicts: {tmp_path / 'figures' / 'verdicts.txt'}" in out
+    assert "reaches the replica line" in out
+
+
 def test_preset_as_designed(capsys, tmp_path):
     """The preset parses; its cells are what docs/finite-size.md says (966); every ERM study
     has 6 sizes from D ~ 250 to the paper's sqrtND = 1e4 with 8 seeds there, 16 at the three

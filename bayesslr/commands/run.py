@@ -165,9 +165,11 @@ def presets() -> None:
 
 
 def report(
-    results: Path = typer.Argument(None, help="a directory written by 'bayesslr run'"),
+    results: Path = typer.Argument(None, help="a directory written by 'bayesslr run', or a "
+                                              "results file (its dataset.nc, a partial.nc)"),
     out: Path = typer.Option(None, "--out", metavar="DIR",
-                             help="figure directory (default RESULTS/figures)"),
+                             help="figure directory (default RESULTS/figures; beside a "
+                                  "results file: its folder's figures/)"),
     reference: Path = typer.Option(
         None, "--reference", metavar="OUT",
         help="instead of RESULTS: draw the paper's figures from the shipped reference results "
@@ -180,7 +182,7 @@ def report(
 ) -> None:
     """Write the standard figures of a results directory (PNG and PDF) and the verdicts;
     with --notebooks, also the report notebooks as HTML (open index.html in a browser)."""
-    from bayesslr.report import load_reference, load_results, write_report
+    from bayesslr.report import default_out, load_reference, load_results, write_report
 
     fmts = tuple(f.strip().lower() for f in formats.split(",") if f.strip())
     bad = [f for f in fmts if f not in {"png", "pdf", "svg"}]
@@ -210,7 +212,7 @@ def report(
     written, skipped = write_report(results, out, formats=fmts)
     for name, why in skipped:
         typer.echo(f"skipped {name}: {why}", err=True)
-    fig_dir = out if out is not None else Path(results) / "figures"
+    fig_dir = out if out is not None else default_out(results)  # beside a results file
     typer.echo(f"figures: {fig_dir} ({plural(len(written), 'file')}: "
                + ", ".join(sorted({p.stem for p in written})) + ")")
     lines = (fig_dir / "verdicts.txt").read_text(encoding="utf-8").splitlines()
