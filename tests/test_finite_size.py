@@ -215,6 +215,28 @@ def test_report_draws_the_study(tmp_path):
     assert "# finite-size" in text and "reaches the replica line" in text
 
 
+def test_a_verdict_against_a_flagged_theory_point_says_so():
+    """A replica point that failed its own diagnostics (converged false) is named, with its
+    reason, in both verdicts against it (test_error and the paired excess); a trusted point
+    adds nothing."""
+    tree = _tree()
+    th = tree["theory_erm"].to_dataset()
+    studies = [s for s in finite_size_studies(tree) if s.estimator == "erm:softmax"
+               and s.lam == "0.1"]
+    assert studies and not any("theory point flagged" in s.extra for s in studies)
+    th["converged"] = xr.ones_like(th["test_error"])
+    th["reason"] = xr.full_like(th["test_error"], "", dtype="<U64")
+    th["converged"].loc[{"alpha": 5.0}] = 0.0
+    th["reason"].loc[{"alpha": 5.0}] = "flagged: Vh_k gap 0.38 |Vh_k|"
+    tree["theory_erm"] = xr.DataTree(th)
+    studies = [s for s in finite_size_studies(tree) if s.estimator == "erm:softmax"
+               and s.lam == "0.1"]
+    assert {s.quantity for s in studies} == {"test_error", "excess_over_oracle"}
+    for s in studies:
+        assert s.extra["theory point flagged"] == "flagged: Vh_k gap 0.38 |Vh_k|"
+        assert "theory point flagged: flagged: Vh_k gap" in s.verdict().evidence
+
+
 def test_cli_reports_a_results_file(capsys, tmp_path):
     """`bayesslr report OUT/partial.nc` (the documented way to draw a partial run) writes the
     figures beside the file and prints the verdicts; it used to look for them inside the file

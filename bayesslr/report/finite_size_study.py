@@ -125,7 +125,8 @@ def erm_studies(tree: xr.DataTree, *, min_sizes: int = MIN_SIZES) -> list[Study]
     df = _sizes(_frame(ds, ["test_error", "converged", "objective", "replica_test_error",
                             "replica_test_error_stderr", "lam_used", "excess_over_oracle"]))
     th = _group(tree, "theory_erm")
-    thdf = _frame(th, ["test_error", "stderr", "objective"]) if th is not None else None
+    thdf = _frame(th, ["test_error", "stderr", "objective", "converged", "reason"]
+                  ) if th is not None else None
     pop_ds = _group(tree, "population")
     popdf = _frame(pop_ds, ["test_error", "stderr"]) if pop_ds is not None else None
     keys = ["method", "variant", "L", "nu", "delta", "alpha", "lam"]
@@ -144,6 +145,9 @@ def erm_studies(tree: xr.DataTree, *, min_sizes: int = MIN_SIZES) -> list[Study]
         if lamf is not None:
             theory, theory_se = _theory_value(thdf, method=f"theory_erm:{act}", lam=lamf, **sel)
             objective = _theory_objective(thdf, method=f"theory_erm:{act}", lam=lamf, **sel)
+            flagged = _theory_flag(thdf, method=f"theory_erm:{act}", lam=lamf, **sel)
+            if flagged:
+                extra["theory point flagged"] = flagged
             pts = size_points(g, "objective")
             used = [p for p in pts if p.n >= MIN_SEEDS and p.se > 0]
             if math.isfinite(objective) and len({p.D for p in used}) >= MIN_SIZES:
@@ -176,8 +180,22 @@ def erm_studies(tree: xr.DataTree, *, min_sizes: int = MIN_SIZES) -> list[Study]
                 size_points(g, "excess_over_oracle"), theory - pop,
                 math.hypot(theory_se, pop_se if math.isfinite(pop_se) else 0.0),
                 {"theory parts": f"replica {pm_4dp(theory, theory_se)} - Bayes population "
-                                 f"{pm_4dp(pop, pop_se)}"}))
+                                 f"{pm_4dp(pop, pop_se)}",
+                 **{k: v for k, v in extra.items() if k == "theory point flagged"}}))
     return out
+
+
+def _theory_flag(df: pd.DataFrame | None, **sel: object) -> str:
+    """The reason of a replica point that failed its own diagnostics (``converged`` false),
+    or ``""``: a verdict against it says so, as the point is not trusted there
+    (docs/theory.md, "The bounds")."""
+    if df is None or "converged" not in df:
+        return ""
+    rows = _match(df, **sel)
+    if rows.empty or float(rows["converged"].iloc[0]) > 0.5:
+        return ""
+    why = str(rows["reason"].iloc[0]) if "reason" in rows else ""
+    return " ".join(why.split())[:160] or "converged is false"
 
 
 def _theory_objective(df: pd.DataFrame | None, **sel: object) -> float:
