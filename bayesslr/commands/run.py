@@ -114,7 +114,7 @@ def run_sweep_verb(
 def _dry_run(cfg, out_dir: Path, workers: int | None, force: bool,
              keep_stale: bool) -> None:
     from bayesslr.sweep.config import describe_sweep
-    from bayesslr.sweep.cost import estimate, wall_seconds
+    from bayesslr.sweep.cost import estimate, rescaling_cells, wall_seconds
     from bayesslr.sweep.runner import prepare_run
 
     store = prepare_run(cfg, out_dir, force=force)  # read-only: no lock needed
@@ -145,10 +145,11 @@ def _dry_run(cfg, out_dir: Path, workers: int | None, force: bool,
                + f" on this {cores}-core machine"
                + ("" if workers or cores == 1 else
                   f", {_fmt_seconds(wall_seconds(total, cores))} with --workers {cores}"))
-    if done:
-        by_cpu = sum(r.cpu_s == r.cpu_s for r in done.values())
-        typer.echo(f"  (the model rescaled per family by the {plural(len(done), 'finished cell')}: "
-                   f"{by_cpu} by their CPU time, {len(done) - by_cpu} by their wall time, which "
+    used = rescaling_cells(list(done.values()))
+    if used:
+        by_cpu = sum(r.cpu_s == r.cpu_s for r in used)
+        typer.echo(f"  (the model rescaled per family by the {plural(len(used), 'finished cell')}: "
+                   f"{by_cpu} by their CPU time, {len(used) - by_cpu} by their wall time, which "
                    "the machine's load stretches)")
 
 def presets() -> None:

@@ -142,12 +142,14 @@ def erm_studies(tree: xr.DataTree, *, min_sizes: int = MIN_SIZES) -> list[Study]
         sel = {"variant": kv["variant"], "L": kv["L"], "nu": float(kv["nu"]),
                "delta": float(kv["delta"]), "alpha": float(kv["alpha"])}
         extra: dict[str, str] = {}
+        flag: dict[str, str] = {}  # evidence for both verdicts against the replica point
         if lamf is not None:
             theory, theory_se = _theory_value(thdf, method=f"theory_erm:{act}", lam=lamf, **sel)
             objective = _theory_objective(thdf, method=f"theory_erm:{act}", lam=lamf, **sel)
             flagged = _theory_flag(thdf, method=f"theory_erm:{act}", lam=lamf, **sel)
             if flagged:
-                extra["theory point flagged"] = flagged
+                flag["theory point flagged"] = flagged
+                extra.update(flag)
             pts = size_points(g, "objective")
             used = [p for p in pts if p.n >= MIN_SEEDS and p.se > 0]
             if math.isfinite(objective) and len({p.D for p in used}) >= MIN_SIZES:
@@ -180,8 +182,7 @@ def erm_studies(tree: xr.DataTree, *, min_sizes: int = MIN_SIZES) -> list[Study]
                 size_points(g, "excess_over_oracle"), theory - pop,
                 math.hypot(theory_se, pop_se if math.isfinite(pop_se) else 0.0),
                 {"theory parts": f"replica {pm_4dp(theory, theory_se)} - Bayes population "
-                                 f"{pm_4dp(pop, pop_se)}",
-                 **{k: v for k, v in extra.items() if k == "theory point flagged"}}))
+                                 f"{pm_4dp(pop, pop_se)}", **flag}))
     return out
 
 

@@ -62,15 +62,18 @@ def measured_seconds(rec: CellRecord) -> float:
     return rec.cpu_s if rec.cpu_s == rec.cpu_s else rec.runtime_s
 
 
+def rescaling_cells(measured: Sequence[CellRecord]) -> list[CellRecord]:
+    """The measured cells that rescale the model (:func:`estimate`): ok, with a time."""
+    return [r for r in measured if r.status == "ok" and measured_seconds(r) == measured_seconds(r)]
+
+
 def estimate(cells: Sequence[Cell], measured: Sequence[CellRecord] = ()) -> dict[str, float]:
     """Core-seconds by family (key ``"total"`` too), rescaled by measured cells if any, with
     the shared work of :func:`prerequisites` as separate entries."""
     scale: dict[str, float] = {}
     by_fam: dict[str, list[float]] = {}
-    for r in measured:
-        took = measured_seconds(r)
-        if r.status == "ok" and took == took:
-            by_fam.setdefault(r.cell.family, []).append(took / model_seconds(r.cell))
+    for r in rescaling_cells(measured):
+        by_fam.setdefault(r.cell.family, []).append(measured_seconds(r) / model_seconds(r.cell))
     for fam, ratios in by_fam.items():
         scale[fam] = statistics.median(ratios)
     out: dict[str, float] = {}
