@@ -284,6 +284,85 @@ def test_curve(benchmark, replica):
           replica["cpu"].get("point") if not benchmark.disabled else None)
 
 
+# ------------------------------------------------------------------------------------------
+# group worker_malloc: what dask's MALLOC_TRIM_THRESHOLD_ cost a replica search
+# ------------------------------------------------------------------------------------------
+# dask's nanny starts its workers with MALLOC_TRIM_THRESHOLD_=65536, which switches off glibc's
+# adaptive mmap threshold; the local cluster of `bayesslr run --workers N` no longer passes it
+# on (bayesslr.sweep.executors._worker_environ). Each side is a fresh process (glibc reads the
+# variable at start-up) running the same lam='optimal' search, the persistent compilation
+# cache shared; the child reports its own CPU time and page faults.
+MALLOC_SIZES = {"smoke": {"samples": 500, "grid": [0.3, 0.1], "refine": 0, "warm": False},
+                "default": {"samples": 20_000, "grid": [1.0, 0.3, 0.1, 0.03], "refine": 2,
+                            "warm": True},
+                "paper": {"samples": 20_000, "grid": [1.0, 0.3, 0.1, 0.03], "refine": 2,
+                          "warm": True}}
+_MALLOC_CHILD = """
+import json, os, resource, sys, time
+import bayesslr
+from bayesslr.core.task import make_task
+from bayesslr.theory.erm import ErmTheoryOptions
+from bayesslr.theory.lam_opt import optimal_lambda
+size = json.loads(sys.argv[1])
+task = make_task("spiked", 3, 1.0, 0.01, 1)
+opt = ErmTheoryOptions(samples=size["samples"])
+if size["warm"]:  # compile first (smoke: the timed search compiles)
+    optimal_lambda(task, "softmax", 1.5, opt, lam_grid=size["grid"][:2], refine_iter=0)
+t0, c0, f0 = time.perf_counter(), os.times(), resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+r = optimal_lambda(task, "softmax", 1.5, opt, lam_grid=size["grid"], refine_iter=size["refine"])
+c1 = os.times()
+print(json.dumps({"wall_s": time.perf_counter() - t0, "user_s": c1.user - c0.user,
+                  "sys_s": c1.system - c0.system, "lam": r.lam, "test_error": r.test_error,
+                  "minflt": resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0}))
+"""
+_MALLOC: dict[str, dict] = {}
+
+
+def _malloc_child(bench_size: str, trim: str | None) -> dict:
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "MALLOC_TRIM_THRESHOLD_"}
+    if trim is not None:
+        env["MALLOC_TRIM_THRESHOLD_"] = trim
+    proc = subprocess.run([sys.executable, "-c", _MALLOC_CHILD,
+                           json.dumps(MALLOC_SIZES[bench_size])],
+                          env=env, capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert math.isfinite(out["test_error"]) and out["minflt"] > 0, out
+    return out
+
+
+def test_search_with_glibc_defaults(benchmark, bench_size):
+    """The replica search in a process with glibc's malloc defaults (what the local cluster's
+    workers now get)."""
+    benchmark.group = "worker_malloc"
+    out = benchmark.pedantic(_malloc_child, args=(bench_size, None), rounds=1)
+    _MALLOC["default"] = out
+    benchmark.extra_info.update(out)
+    record(benchmark, "default")
+
+
+def test_search_with_dask_trim_threshold(benchmark, bench_size):
+    """The same search with ``MALLOC_TRIM_THRESHOLD_=65536`` (what dask's nanny sets): the
+    ratios of CPU time, system time and page faults against the defaults."""
+    benchmark.group = "worker_malloc"
+    out = benchmark.pedantic(_malloc_child, args=(bench_size, "65536"), rounds=1)
+    benchmark.extra_info.update(out)
+    base = _MALLOC.get("default") if not benchmark.disabled else None
+    cpu = out["user_s"] + out["sys_s"]
+    ratio(benchmark, "ratio_cpu_trim_over_default",
+          cpu if base else None, base["user_s"] + base["sys_s"] if base else None)
+    ratio(benchmark, "ratio_sys_trim_over_default",
+          out["sys_s"] if base else None, base["sys_s"] if base else None)
+    ratio(benchmark, "ratio_minflt_trim_over_default",
+          out["minflt"] if base else None, base["minflt"] if base else None)
+    if base:  # malloc does not enter the arithmetic: the same optimum either way
+        benchmark.extra_info["same_numbers"] = (out["lam"] == base["lam"]
+                                                and out["test_error"] == base["test_error"])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--samples", type=int, default=20_000)
