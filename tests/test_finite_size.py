@@ -256,14 +256,15 @@ def test_cli_reports_a_results_file(capsys, tmp_path):
 
 
 def test_preset_as_designed(capsys, tmp_path):
-    """The preset parses; its cells are what docs/finite-size.md says (966); every ERM study
-    has 6 sizes from D ~ 250 to the paper's sqrtND = 1e4 with 8 seeds there, 16 at the three
-    small sizes; NUTS at D = 25 ... 400; --dry-run prints the count."""
+    """The preset parses; its cells are what docs/finite-size.md says (1158); every ERM study
+    has 6 sizes from D ~ 250 to the paper's sqrtND = 1e4 with 24 seeds there (the measured
+    spread 0.023 / sqrt(24) <= 0.005), 8 at the next two sizes, 16 at the three small ones;
+    NUTS at D = 25 ... 400; --dry-run prints the count."""
     from bayesslr.cli import main
     from bayesslr.sweep.config import load_preset
 
     cfg = load_preset("finite-size")
-    assert len(cfg.cells) == 966
+    assert len(cfg.cells) == 1158
     erm: dict[tuple, dict[float, set[int]]] = {}
     for c in cfg.cells:
         if c.family == "erm":
@@ -272,7 +273,8 @@ def test_preset_as_designed(capsys, tmp_path):
     assert len(erm) == 12  # 3 settings x 2 activations x 2 lam
     for sizes in erm.values():
         assert sorted(sizes) == [560, 1000, 1780, 3160, 5620, 10000]
-        assert len(sizes[10000]) == 8 and len(sizes[560]) == 16
+        assert len(sizes[10000]) == 24 and len(sizes[5620]) == 8 and len(sizes[560]) == 16
+        assert sizes[10000] == set(range(24))
     dims = sorted({c.dimension() for c in cfg.cells if c.family == "erm" and c.alpha == 5})
     assert dims[0] == 250 and dims[-1] == 4472
     nuts = {c.D for c in cfg.cells if c.method == "bayes_sampling"}
@@ -280,7 +282,7 @@ def test_preset_as_designed(capsys, tmp_path):
     with pytest.raises(SystemExit) as e:
         main(["run", "--preset", "finite-size", "--dry-run", "--out", str(tmp_path / "f")])
     assert e.value.code == 0
-    assert "sweep finite-size: 966 cells" in capsys.readouterr().out
+    assert "sweep finite-size: 1158 cells" in capsys.readouterr().out
 
 
 def test_assemble_refuses_a_directory_without_the_run(tmp_path):
