@@ -237,6 +237,46 @@ def test_a_verdict_against_a_flagged_theory_point_says_so():
         assert "theory point flagged: flagged: Vh_k gap" in s.verdict().evidence
 
 
+def test_a_flagged_theory_point_is_drawn_grey_and_dotted():
+    """In the figure a flagged replica point is a grey dotted line with a hatched band and a
+    legend entry naming the reason, and the title says what that style means; a trusted one
+    keeps its colour and dashes (and the title says nothing of flags)."""
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import to_rgb
+
+    from bayesslr.report.finite_size import finite_size_figure
+
+    def theory_lines(fig):
+        return [ln for ax in fig.axes for ln in ax.get_lines()
+                if ": theory (" in str(ln.get_label())]
+
+    tree = _tree()
+    fig = finite_size_figure(finite_size_studies(tree))
+    assert theory_lines(fig) and all(ln.get_linestyle() == "--" for ln in theory_lines(fig))
+    assert "failed its own diagnostics" not in fig._suptitle.get_text()
+    plt.close(fig)
+
+    th = tree["theory_erm"].to_dataset()
+    th["converged"] = xr.ones_like(th["test_error"])
+    th["reason"] = xr.full_like(th["test_error"], "", dtype="<U64")
+    th["converged"].loc[{"alpha": 5.0}] = 0.0
+    th["reason"].loc[{"alpha": 5.0}] = "flagged: Vh_k gap 0.38 |Vh_k|"
+    tree["theory_erm"] = xr.DataTree(th)
+    fig = finite_size_figure(finite_size_studies(tree))
+    flagged = [ln for ln in theory_lines(fig) if "FLAGGED" in ln.get_label()]
+    trusted = [ln for ln in theory_lines(fig) if "FLAGGED" not in ln.get_label()]
+    assert len(flagged) == 2 and trusted  # softmax lam = 0.1: test_error and the paired excess
+    for ln in flagged:
+        assert ln.get_linestyle() == ":" and to_rgb(ln.get_color()) == to_rgb("0.45")
+        assert "Vh_k gap 0.38" in ln.get_label()
+        ax = ln.axes
+        assert any(p.get_hatch() == "///" for p in ax.patches)
+        assert any("FLAGGED" in t.get_text() for t in ax.get_legend().get_texts())
+    assert all(ln.get_linestyle() == "--" for ln in trusted)
+    assert "failed its own diagnostics" in fig._suptitle.get_text()
+    plt.close(fig)
+
+
 def test_cli_reports_a_results_file(capsys, tmp_path):
     """`bayesslr report OUT/partial.nc` (the documented way to draw a partial run) writes the
     figures beside the file and prints the verdicts; it used to look for them inside the file

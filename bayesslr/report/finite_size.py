@@ -6,7 +6,10 @@ their standard errors, the fitted line ``e_inf + b/D`` down to ``1/D = 0``, the 
 ``e_inf`` with its error bar (a diamond at ``1/D = 0``), and the theory as a dashed line with
 its one-standard-error band, one colour per ``lam``. A size where some seed's fit or chains
 did not converge is drawn hollow (and counted in the verdict's evidence); a study whose
-``e_inf`` misses its theory says so in its legend entry (``[does not hold]``).
+``e_inf`` misses its theory says so in its legend entry (``[does not hold]``). A theory point
+that failed its own diagnostics (a replica point with ``converged`` false: the replica-symmetric
+solution is not trusted there) is drawn grey and dotted, its band hatched, with its own legend
+entry that gives the theory's reason, and the figure's title says what grey dotted means.
 :func:`write_finite_size_figures` writes ``finite_size.<fmt>`` and :func:`verdict_lines` the
 ``# finite-size`` section of ``verdicts.txt``; both do nothing on results without a study (no
 estimator at three sizes or more).
@@ -15,6 +18,7 @@ estimator at three sizes or more).
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -26,6 +30,8 @@ from bayesslr.report.finite_size_study import finite_size_studies
 
 THEME = "finite-size"
 COLORS = ("C0", "C3", "C2", "C1", "C4", "C5")
+FLAGGED_THEORY = {"color": "0.45", "ls": ":", "lw": 1.4}  # a theory point not trusted
+FLAG_KEY = "theory point flagged"  # Study.extra's evidence (finite_size_study)
 
 
 def _panel_key(s: Study) -> tuple[str, str, str]:
@@ -61,8 +67,12 @@ def finite_size_figure(studies: Sequence[Study]):
         ax.grid(alpha=0.3)
     for ax in list(axes.flat)[n:]:
         ax.set_visible(False)
-    fig.suptitle("finite-size study: seed means +- se vs 1/D, fit e_inf + b/D, theory +- se "
-                 "(hollow: a seed did not converge)", fontsize=9)
+    title = ("finite-size study: seed means +- se vs 1/D, fit e_inf + b/D, theory +- se "
+             "(hollow: a seed did not converge)")
+    if any(FLAG_KEY in s.extra for s in studies):
+        title += ("\ngrey dotted, hatched band: a theory point that failed its own diagnostics "
+                  "(converged false; the reason in its legend entry): not trusted as the limit")
+    fig.suptitle(title, fontsize=9)
     return fig
 
 
@@ -89,9 +99,16 @@ def _draw(ax, s: Study, color: str) -> None:
                     label=f"{lam}: D -> inf {pm_4dp(s.fit.e_inf, s.fit.se)} [{s.status}]")
     if math.isfinite(s.theory):
         band = s.theory_se if math.isfinite(s.theory_se) else 0.0
-        ax.axhline(s.theory, color=color, ls="--", lw=1,
-                   label=f"{lam}: theory ({s.theory_name}) {pm_4dp(s.theory, band)}")
-        ax.axhspan(s.theory - band, s.theory + band, color=color, alpha=0.12, lw=0)
+        label = f"{lam}: theory ({s.theory_name}) {pm_4dp(s.theory, band)}"
+        flag = s.extra.get(FLAG_KEY, "")
+        if flag:
+            label = "\n".join(textwrap.wrap(f"{label}, FLAGGED: {flag}", 70))
+            ax.axhline(s.theory, label=label, **FLAGGED_THEORY)
+            ax.axhspan(s.theory - band, s.theory + band, facecolor="none",
+                       edgecolor=FLAGGED_THEORY["color"], hatch="///", lw=0, alpha=0.5)
+        else:
+            ax.axhline(s.theory, color=color, ls="--", lw=1, label=label)
+            ax.axhspan(s.theory - band, s.theory + band, color=color, alpha=0.12, lw=0)
 
 
 def write_finite_size_figures(tree: xr.DataTree, out_dir: Path, *,
