@@ -10,6 +10,8 @@ did not converge is drawn hollow (and counted in the verdict's evidence); a stud
 that failed its own diagnostics (a replica point with ``converged`` false: the replica-symmetric
 solution is not trusted there) is drawn grey and dotted, its band hatched, with its own legend
 entry that gives the theory's reason, and the figure's title says what grey dotted means.
+The same estimator under other start protocols on the same seeds (``Study.others``: e.g. the
+best of 8 random starts) is drawn beside it as grey hollow squares, not fitted.
 :func:`write_finite_size_figures` writes ``finite_size.<fmt>`` and :func:`verdict_lines` the
 ``# finite-size`` section of ``verdicts.txt``; both do nothing on results without a study (no
 estimator at three sizes or more).
@@ -31,6 +33,7 @@ from bayesslr.report.finite_size_study import finite_size_studies
 THEME = "finite-size"
 COLORS = ("C0", "C3", "C2", "C1", "C4", "C5")
 FLAGGED_THEORY = {"color": "0.45", "ls": ":", "lw": 1.4}  # a theory point not trusted
+OTHER_STYLES = (("s", "0.3"), ("^", "0.5"))  # other start protocols (Study.others)
 FLAG_KEY = "theory point flagged"  # Study.extra's evidence (finite_size_study)
 
 
@@ -91,6 +94,11 @@ def _draw(ax, s: Study, color: str) -> None:
     if single.any():
         ax.plot(x[single], y[single], "x", color=color, ms=6,
                 label=f"{lam}: one seed (no se, not fitted)")
+    for (label, pts), (mk, shade) in zip(s.others, OTHER_STYLES * 4, strict=False):
+        xo = np.array([1.0 / p.D for p in pts])
+        eo = np.array([p.se if math.isfinite(p.se) else 0.0 for p in pts])
+        ax.errorbar(xo, [p.mean for p in pts], eo, fmt=mk, color=shade, mfc="white", ms=5,
+                    capsize=2, label=f"{lam}: {label} (same seeds; not fitted)")
     if s.fit is not None:
         xs = np.linspace(0.0, x.max(), 50)
         ax.plot(xs, s.fit.e_inf + s.fit.b * xs, "-", color=color, lw=1, alpha=0.8)

@@ -257,7 +257,9 @@ class Study:
     """One finite-size study (module docstring) with its fit and verdict.
 
     ``extra`` holds evidence beyond the verdict (e.g. the training objective's extrapolation
-    against the replica's) as ``{name: text}``.
+    against the replica's) as ``{name: text}``; ``others`` the same quantity under other
+    protocols on the same seeds (``(label, per-size points)``, e.g. the best of several random
+    starts), drawn beside the study but neither fitted nor judged.
     """
 
     setting: str
@@ -275,6 +277,7 @@ class Study:
     needs: str = ""
     extra: dict[str, str] = field(default_factory=dict)
     z: float = Z
+    others: tuple[tuple[str, tuple[SizePoint, ...]], ...] = ()
 
     @property
     def used(self) -> tuple[SizePoint, ...]:
@@ -360,8 +363,10 @@ def fit_points(points: Sequence[SizePoint]) -> Fit:
 
 def make_study(setting: str, estimator: str, lam: str, quantity: str, theory_name: str,
                points: Sequence[SizePoint], theory: float, theory_se: float,
-               extra: dict[str, str] | None = None) -> Study:
-    """Fit and judge one study (module docstring)."""
+               extra: dict[str, str] | None = None,
+               others: Sequence[tuple[str, Sequence[SizePoint]]] = ()) -> Study:
+    """Fit and judge one study (module docstring); ``others`` are carried along
+    (:class:`Study`)."""
     points = tuple(points)
     used = [p for p in points if p.n >= MIN_SEEDS and p.se > 0]
     needs = _needs(points, used)
@@ -379,7 +384,7 @@ def make_study(setting: str, estimator: str, lam: str, quantity: str, theory_nam
             needs = "needs the theory value at this point" + (f"; {needs}" if needs else "")
     return Study(setting, estimator, lam, quantity, theory_name, float(theory),
                  float(theory_se), points, fit, exponent, status, dist, needs, dict(extra or {}),
-                 z)
+                 z, tuple((label, tuple(pts)) for label, pts in others))
 
 
 def _needs(points: Sequence[SizePoint], used: Sequence[SizePoint]) -> str:

@@ -124,6 +124,7 @@ def erm_studies(tree: xr.DataTree, *, min_sizes: int = MIN_SIZES) -> list[Study]
         return []
     df = _sizes(_frame(ds, ["test_error", "converged", "objective", "replica_test_error",
                             "replica_test_error_stderr", "lam_used", "excess_over_oracle"]))
+    df, alt = _split_protocol(df)
     th = _group(tree, "theory_erm")
     thdf = _frame(th, ["test_error", "stderr", "objective", "converged", "reason"]
                   ) if th is not None else None
@@ -170,9 +171,15 @@ def erm_studies(tree: xr.DataTree, *, min_sizes: int = MIN_SIZES) -> list[Study]
             lam_used = g["lam_used"] if "lam_used" in g else None
             if lam_used is not None:
                 extra["lam used"] = f"{float(np.median(lam_used)):.3g}"
+        others = []
+        for label, a in _protocols(_match(alt, **kv)):
+            others.append((label, size_points(a, "test_error")))
+            evidence = restart_evidence(g, a)
+            if evidence:
+                extra[label] = evidence
         out.append(make_study(setting, str(kv["method"]), lam, "test_error",
                               "the replica line", size_points(g, "test_error"), theory,
-                              theory_se, extra))
+                              theory_se, extra, others))
         pop, pop_se = _theory_value(popdf, method="population:bayes", variant=kv["variant"],
                                     L=kv["L"], nu=float(kv["nu"]))
         if "excess_over_oracle" in g and math.isfinite(pop):
@@ -184,6 +191,70 @@ def erm_studies(tree: xr.DataTree, *, min_sizes: int = MIN_SIZES) -> list[Study]
                 {"theory parts": f"replica {pm_4dp(theory, theory_se)} - Bayes population "
                                  f"{pm_4dp(pop, pop_se)}", **flag}))
     return out
+
+
+# The ERM protocol the studies are about (the paper's): one informed start per seed. Cells of the
+# same settings run with other starts (options init, restarts: dataset dimensions when they
+# differ between cells) are kept apart, as evidence on the minima the informed start finds.
+PROTOCOL = {"init": "informed", "restarts": "1"}
+
+
+def _split_protocol(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``(rows of the paper's protocol, rows of other starts)`` (:data:`PROTOCOL`)."""
+    keys = [k for k in PROTOCOL if k in df]
+    if not keys:
+        return df, df.iloc[:0]
+    default = np.logical_and.reduce([(df[k].astype(str) == PROTOCOL[k]).to_numpy()
+                                     for k in keys])
+    return df[default], df[~default]
+
+
+def _protocols(alt: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """The other protocols of ``alt`` with their rows: ``best of 8 random starts``."""
+    keys = [k for k in PROTOCOL if k in alt]
+    if alt.empty or not keys:
+        return []
+    out = []
+    for key, rows in alt.groupby(keys, sort=True):
+        kv = dict(zip(keys, key if isinstance(key, tuple) else (key,), strict=True))
+        init, restarts = kv.get("init", PROTOCOL["init"]), kv.get("restarts", "1")
+        label = (f"best of {restarts} {init} starts" if str(restarts) != "1"
+                 else f"one {init} start")
+        out.append((label, rows))
+    return out
+
+
+def _mean_se(x: np.ndarray) -> tuple[float, float]:
+    return float(np.mean(x)), (float(np.std(x, ddof=1) / math.sqrt(len(x))) if len(x) > 1
+                               else math.nan)
+
+
+def restart_evidence(main: pd.DataFrame, other: pd.DataFrame) -> str:
+    """Another start protocol against the paper's on the same seeds and sizes (same teacher and
+    data): in how many pairs its minimum has the lower training objective, the mean paired
+    differences of the objective and of ``test_error`` with their standard errors, and both
+    means of ``test_error``; ``""`` with fewer than 2 pairs. Near-equal objectives at different
+    test errors are minima that the objective cannot tell apart but generalisation can."""
+    cols = ["D", "seed", "test_error", "objective"]
+    if any(c not in main or c not in other for c in cols):
+        return ""
+    m = main[cols].dropna().set_index(["D", "seed"])
+    o = other[cols].dropna().set_index(["D", "seed"])
+    common = m.index.intersection(o.index)
+    if len(common) < 2:
+        return ""
+    m, o = m.loc[common], o.loc[common]
+    d_obj = (o["objective"] - m["objective"]).to_numpy(dtype=float)
+    d_err = (o["test_error"] - m["test_error"]).to_numpy(dtype=float)
+    sizes = ",".join(str(int(d)) for d in sorted({d for d, _ in common}))
+    mo, so = _mean_se(d_obj)
+    me, se = _mean_se(d_err)
+    e_o, e_o_se = _mean_se(o["test_error"].to_numpy(dtype=float))
+    e_m, e_m_se = _mean_se(m["test_error"].to_numpy(dtype=float))
+    return (f"{len(common)} seed-size pairs (D={sizes}): lower objective in "
+            f"{int((d_obj < 0).sum())}, objective difference {mo:+.2e} ± {so:.1e}; "
+            f"test_error {pm_4dp(e_o, e_o_se)} against the informed start's "
+            f"{pm_4dp(e_m, e_m_se)} (paired difference {pm_4dp(me, se)})")
 
 
 def _theory_flag(df: pd.DataFrame | None, **sel: object) -> str:
