@@ -421,6 +421,58 @@ def test_optimal_lambda_search_finds_the_minimum(monkeypatch):
     assert edge.lam == 1 and edge.at_boundary
 
 
+def test_lam_search_stops_the_grid_past_its_best(monkeypatch):
+    """The grid sweep (large to small lam) stops after grid_stop consecutive rises past the
+    best: on a single-minimum error it skips only the grid points below them and returns the
+    same optimum as the whole grid (same grid neighbours, same parabolic steps, same starts);
+    a grid point without a fixed point counts as an infinite error; grid_stop = 0 sweeps the
+    whole grid, and finds a second minimum that the stop does not look for."""
+    import dataclasses as dc
+
+    import bayesslr.theory.lam_opt as lo
+    from bayesslr.theory.erm import ErmTheoryResult
+
+    template = ErmTheoryResult(**{
+        **{f.name: 1.0 for f in dc.fields(ErmTheoryResult)}, "activation": "softmax",
+        "start": "informed", "order_stderr": {}, "converged": True, "iterations": 5,
+        "reason": "converged", "history": (), "samples": 100, "seed": 0, "vh_form": "stein",
+        "update_calls": 4, "exact_calls": 1})
+    f = {"f": lambda t: 0.3 + (t + 0.2) ** 2}
+    solved = []
+
+    def fake_solve(task, activation, alpha, lam_k, lam_v, options, *, start, x0=None):
+        solved.append(lam_k)
+        e = f["f"](math.log10(lam_k))
+        if e is None:  # no fixed point
+            return dc.replace(template, lam_k=lam_k, lam_v=lam_v, m_k=lam_k,
+                              test_error=math.nan, reached=False, converged=False)
+        return dc.replace(template, lam_k=lam_k, lam_v=lam_v, m_k=lam_k, test_error=e)
+
+    monkeypatch.setattr(lo, "solve_erm", fake_solve)
+    monkeypatch.setattr(lo, "with_channel_error", lambda task, r, opt: r)
+    grid = lo.DEFAULT_LAM_GRID  # 10, 3, 1, 0.3, 0.1, 0.03, 0.01, 0.001
+    whole = lo.optimal_lambda(SPIKED, "softmax", 4.0, lam_grid=grid, grid_stop=0)
+    n_whole = len(solved)
+    solved.clear()
+    short = lo.optimal_lambda(SPIKED, "softmax", 4.0, lam_grid=grid)
+    assert (short.lam, short.test_error) == (whole.lam, whole.test_error)
+    assert abs(math.log10(short.lam) + 0.2) < 1e-9
+    # best grid point 1 (t = 0), rises at 0.3 and 0.1: 0.03, 0.01, 0.001 are skipped
+    assert {0.03, 0.01, 0.001}.isdisjoint(solved) and len(solved) == n_whole - 3
+    assert [lam for lam, _ in short.evaluations][:2] == [0.1, 0.3]
+    solved.clear()
+    f["f"] = lambda t: None if t < -1.2 else 0.3 + (t + 0.2) ** 2  # no fixed point below 0.1
+    lo.optimal_lambda(SPIKED, "softmax", 4.0, lam_grid=grid)
+    assert 0.001 not in solved and 0.01 not in solved
+    solved.clear()
+    f["f"] = lambda t: 0.5 + 0.1 * t * t if t > -1.6 else 0.2  # a second, lower minimum
+    past = lo.optimal_lambda(SPIKED, "softmax", 4.0, lam_grid=grid, refine_iter=0)
+    assert past.lam == 1.0  # past two rises it is not looked for: the rule assumes one minimum
+    every = lo.optimal_lambda(SPIKED, "softmax", 4.0, lam_grid=grid, refine_iter=0,
+                              grid_stop=0)
+    assert every.lam == 0.01 and every.test_error == 0.2
+
+
 @pytest.mark.parametrize("n", [1, 3, 8])
 def test_small_batched_solves_match_lapack(n):
     """The unrolled Gauss-Jordan helpers of the proximal channel (no pivoting, n <= 8): the

@@ -25,7 +25,7 @@ from bayesslr.theory.erm import ErmTheoryOptions
 TASK = make_task("spiked", L=3, nu=2.0, delta=0.01, D=1)
 OPT = ErmTheoryOptions(samples=300, test_samples=2000)
 ALPHAS = [0.5, 1.0, 2.0]
-KW = {"lam_grid": (1.0, 0.1, 0.01), "refine_iter": 2}
+KW = {"lam_grid": (1.0, 0.1, 0.01), "refine_iter": 2, "grid_stop": 2}
 
 
 # what differs between two solves of one path in one process, checkpoint or not: the wall time
@@ -161,7 +161,8 @@ def test_a_path_cell_solves_its_curve_with_a_checkpoint(cdir, monkeypatch):
 
     seen = []
 
-    def fake(task, activation, alphas, opt, *, lam_grid, refine_iter, checkpoint=None):
+    def fake(task, activation, alphas, opt, *, lam_grid, refine_iter, grid_stop,
+             checkpoint=None):
         seen.append(checkpoint)
         raise KeyboardInterrupt
 

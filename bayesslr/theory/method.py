@@ -88,6 +88,9 @@ ERM_SCHEMA = schema_of(ErmTheoryOptions, "theory_erm", exclude=("seed",)) + _sol
         doc="coarse grid of lam='optimal' (then a parabolic search in log lam)"),
     Opt("refine_iter", 8, "int", low=0, high=100,
         doc="most evaluations of the parabolic search of lam='optimal'"),
+    Opt("grid_stop", 2, "int", low=0, high=100,
+        doc="lam='optimal': the grid sweep (large to small lam) stops after this many "
+            "consecutive rises of the error past its best; 0: the whole grid"),
     Opt("lam_v", None, "real", low=0.0, nullable=True,
         doc="penalty on v if different from the cell's lam (a real lam only)"),
 )
@@ -269,10 +272,12 @@ def _erm_batch(cells: list[Cell], opts_list: list[Mapping[str, Any]]) -> list[di
             ckpt = PathCheckpoint.open(task=task, activation=cell.activation,
                                        path=sorted(path), options=opt,
                                        lam_grid=tuple(opts["lam_grid"]),
-                                       refine_iter=opts["refine_iter"])
+                                       refine_iter=opts["refine_iter"],
+                                       grid_stop=opts["grid_stop"])
             res = optimal_lambda_curve(task, cell.activation, sorted(path), opt,
                                        lam_grid=opts["lam_grid"],
-                                       refine_iter=opts["refine_iter"], checkpoint=ckpt)
+                                       refine_iter=opts["refine_iter"],
+                                       grid_stop=opts["grid_stop"], checkpoint=ckpt)
             if ckpt is not None:
                 restored_s = ckpt.restored_s
                 add_restored(ckpt.restored_cpu_s)  # the runner's cpu_s counts it
@@ -280,7 +285,8 @@ def _erm_batch(cells: list[Cell], opts_list: list[Mapping[str, Any]]) -> list[di
             points = [by_alpha[_on_path(a, path)] for a in alphas]
         else:
             points = [optimal_lambda(task, cell.activation, a, opt, lam_grid=opts["lam_grid"],
-                                     refine_iter=opts["refine_iter"], start=opts["start"][0])
+                                     refine_iter=opts["refine_iter"], start=opts["start"][0],
+                                     grid_stop=opts["grid_stop"])
                       for a in alphas]
         outs = []
         for p in points:
@@ -342,7 +348,7 @@ def _on_path(alpha: float, path: list[float]) -> float:
               ("lam_at_boundary", "lam='optimal' stopped at an end of its grid", "")),
           cost=_erm_cost, memory=_erm_memory,
           check=lambda c, o: _check_erm(c, o),
-          plot=PlotStyle(kind="line", label="{activation} (theory)"), version="3",
+          plot=PlotStyle(kind="line", label="{activation} (theory)"), version="4",
           dims=("variant", "L", "nu", "delta", "alpha", "lam"), cli=ERM_FACE,
           report=ReportRole(finite_sample=2),
           batch=_erm_batch, batch_key=_path_key)
