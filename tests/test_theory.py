@@ -381,6 +381,19 @@ def test_registry_theory_bayes_cell():
     assert out["q_k"] == out["m_k"] and "hard_phase" in out
 
 
+def _fake_erm_result():
+    """A reached, converged replica point with every number 1 (the lam searches' fakes)."""
+    import dataclasses as dc
+
+    from bayesslr.theory.erm import ErmTheoryResult
+
+    return ErmTheoryResult(**{
+        **{f.name: 1.0 for f in dc.fields(ErmTheoryResult)}, "activation": "softmax",
+        "start": "informed", "order_stderr": {}, "converged": True, "iterations": 5,
+        "reason": "converged", "history": (), "samples": 100, "seed": 0, "vh_form": "stein",
+        "update_calls": 4, "exact_calls": 1})
+
+
 def test_optimal_lambda_search_finds_the_minimum(monkeypatch):
     """The grid + parabolic search logic of lam_opt on known objectives (no channel needed):
     a parabola in ``log10 lam`` is found in one evaluation past the grid, a non-parabolic
@@ -389,13 +402,8 @@ def test_optimal_lambda_search_finds_the_minimum(monkeypatch):
     import dataclasses as dc
 
     import bayesslr.theory.lam_opt as lo
-    from bayesslr.theory.erm import ErmTheoryResult
 
-    template = ErmTheoryResult(**{
-        **{f.name: 1.0 for f in dc.fields(ErmTheoryResult)}, "activation": "softmax",
-        "start": "informed", "order_stderr": {}, "converged": True, "iterations": 5,
-        "reason": "converged", "history": (), "samples": 100, "seed": 0, "vh_form": "stein",
-        "update_calls": 4, "exact_calls": 1})
+    template = _fake_erm_result()
     objective = {"f": lambda t: 0.3 + (t + 1.3) ** 2}
     starts = []
 
@@ -430,13 +438,8 @@ def test_lam_search_stops_the_grid_past_its_best(monkeypatch):
     import dataclasses as dc
 
     import bayesslr.theory.lam_opt as lo
-    from bayesslr.theory.erm import ErmTheoryResult
 
-    template = ErmTheoryResult(**{
-        **{f.name: 1.0 for f in dc.fields(ErmTheoryResult)}, "activation": "softmax",
-        "start": "informed", "order_stderr": {}, "converged": True, "iterations": 5,
-        "reason": "converged", "history": (), "samples": 100, "seed": 0, "vh_form": "stein",
-        "update_calls": 4, "exact_calls": 1})
+    template = _fake_erm_result()
     f = {"f": lambda t: 0.3 + (t + 0.2) ** 2}
     solved = []
 
