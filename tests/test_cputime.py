@@ -53,8 +53,9 @@ def test_a_cell_records_cpu_time_not_wall_time():
 def test_cpu_s_round_trips_outside_the_checksum():
     """A cell file keeps cpu_s; a file without it (written before it was recorded) reads as
     NaN and passes its checksum, which is the same with or without cpu_s."""
-    import h5py
     import io
+
+    import h5py
 
     cell = Cell("sweeptest:a", alpha=1.0)
     with_cpu = CellRecord(cell, "ok", {"test_error": 0.5}, "", 2.0, "1", 1.25)

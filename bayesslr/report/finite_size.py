@@ -28,13 +28,12 @@ import numpy as np
 import xarray as xr
 
 from bayesslr.report.finite_size_fit import Study, pm_4dp
-from bayesslr.report.finite_size_study import finite_size_studies
+from bayesslr.report.finite_size_study import FLAG_KEY, finite_size_studies
 
 THEME = "finite-size"
 COLORS = ("C0", "C3", "C2", "C1", "C4", "C5")
 FLAGGED_THEORY = {"color": "0.45", "ls": ":", "lw": 1.4}  # a theory point not trusted
 OTHER_STYLES = (("s", "0.3"), ("^", "0.5"))  # other start protocols (Study.others)
-FLAG_KEY = "theory point flagged"  # Study.extra's evidence (finite_size_study)
 
 
 def _panel_key(s: Study) -> tuple[str, str, str]:

@@ -30,6 +30,12 @@ from bayesslr.report.finite_size_fit import (
 )
 
 
+def _mean_se(x: np.ndarray) -> tuple[float, float]:
+    """The mean of ``x`` and its standard error (NaN for one value)."""
+    return float(np.mean(x)), (float(np.std(x, ddof=1) / math.sqrt(len(x))) if len(x) > 1
+                               else math.nan)
+
+
 def size_points(frame: pd.DataFrame, quantity: str) -> list[SizePoint]:
     """Per-size seed means of ``quantity`` (columns ``D``, ``sqrtND``, ``quantity`` and
     optionally ``converged``), sizes in increasing order; a size with one seed has ``se`` NaN."""
@@ -39,13 +45,16 @@ def size_points(frame: pd.DataFrame, quantity: str) -> list[SizePoint]:
         x = g[quantity].to_numpy(dtype=float)
         if not len(x):
             continue
-        se = float(np.std(x, ddof=1) / math.sqrt(len(x))) if len(x) > 1 else math.nan
+        mean, se = _mean_se(x)
         unconv = int((g["converged"] < 0.5).sum()) if "converged" in g else 0
         values = ({int(sd): float(v) for sd, v in zip(g["seed"], x, strict=True)}
                   if "seed" in g else {})
-        out.append(SizePoint(int(D), float(g["sqrtND"].iloc[0]), float(np.mean(x)), se, len(x),
+        out.append(SizePoint(int(D), float(g["sqrtND"].iloc[0]), mean, se, len(x),
                              unconv, values))
     return out
+
+
+FLAG_KEY = "theory point flagged"  # evidence of a study against a flagged theory point
 
 
 def _group(tree: xr.DataTree, family: str) -> xr.Dataset | None:
@@ -149,7 +158,7 @@ def erm_studies(tree: xr.DataTree, *, min_sizes: int = MIN_SIZES) -> list[Study]
             objective = _theory_objective(thdf, method=f"theory_erm:{act}", lam=lamf, **sel)
             flagged = _theory_flag(thdf, method=f"theory_erm:{act}", lam=lamf, **sel)
             if flagged:
-                flag["theory point flagged"] = flagged
+                flag[FLAG_KEY] = flagged
                 extra.update(flag)
             pts = size_points(g, "objective")
             used = [p for p in pts if p.n >= MIN_SEEDS and p.se > 0]
@@ -217,16 +226,12 @@ def _protocols(alt: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     out = []
     for key, rows in alt.groupby(keys, sort=True):
         kv = dict(zip(keys, key if isinstance(key, tuple) else (key,), strict=True))
-        init, restarts = kv.get("init", PROTOCOL["init"]), kv.get("restarts", "1")
-        label = (f"best of {restarts} {init} starts" if str(restarts) != "1"
+        init = kv.get("init", PROTOCOL["init"])
+        restarts = kv.get("restarts", PROTOCOL["restarts"])
+        label = (f"best of {restarts} {init} starts" if str(restarts) != PROTOCOL["restarts"]
                  else f"one {init} start")
         out.append((label, rows))
     return out
-
-
-def _mean_se(x: np.ndarray) -> tuple[float, float]:
-    return float(np.mean(x)), (float(np.std(x, ddof=1) / math.sqrt(len(x))) if len(x) > 1
-                               else math.nan)
 
 
 def restart_evidence(main: pd.DataFrame, other: pd.DataFrame) -> str:

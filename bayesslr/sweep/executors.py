@@ -546,8 +546,8 @@ def _worker_environ() -> dict[str, Any]:
     page-faulted in and unmapped again. On a replica ``lam='optimal'`` search (softmax,
     ``2e4`` channel samples) that was 7.8 million page faults instead of 1.4 million and 32%
     more CPU time (system time 23.8 s instead of 4.7 s, same numbers; benchmarks/README.md,
-    "Worker memory settings"). The workers of an existing cluster (``--scheduler``) keep what
-    their operator set."""
+    "The local cluster's workers and glibc's malloc", group ``worker_malloc``: 1.70x). The
+    workers of an existing cluster (``--scheduler``) keep what their operator set."""
     import dask
     import distributed  # noqa: F401  (loads distributed's configuration defaults)
 

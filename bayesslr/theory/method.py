@@ -268,25 +268,22 @@ def _erm_batch(cells: list[Cell], opts_list: list[Mapping[str, Any]]) -> list[di
     alphas = [c.alpha for c in cells]
     restored_s = 0.0  # wall time of points restored from a checkpoint (solved by an earlier run)
     if lam == LAM_OPTIMAL:
+        # the search's settings: passed to it and, the same, into its checkpoint's key
+        search = {"lam_grid": tuple(opts["lam_grid"]), "refine_iter": opts["refine_iter"],
+                  "grid_stop": opts["grid_stop"]}
         if opts["path"] is not None:  # continuation of the top lam along the path upwards
             ckpt = PathCheckpoint.open(task=task, activation=cell.activation,
-                                       path=sorted(path), options=opt,
-                                       lam_grid=tuple(opts["lam_grid"]),
-                                       refine_iter=opts["refine_iter"],
-                                       grid_stop=opts["grid_stop"])
-            res = optimal_lambda_curve(task, cell.activation, sorted(path), opt,
-                                       lam_grid=opts["lam_grid"],
-                                       refine_iter=opts["refine_iter"],
-                                       grid_stop=opts["grid_stop"], checkpoint=ckpt)
+                                       path=sorted(path), options=opt, **search)
+            res = optimal_lambda_curve(task, cell.activation, sorted(path), opt, **search,
+                                       checkpoint=ckpt)
             if ckpt is not None:
                 restored_s = ckpt.restored_s
                 add_restored(ckpt.restored_cpu_s)  # the runner's cpu_s counts it
             by_alpha = dict(zip(sorted(path), res, strict=True))
             points = [by_alpha[_on_path(a, path)] for a in alphas]
         else:
-            points = [optimal_lambda(task, cell.activation, a, opt, lam_grid=opts["lam_grid"],
-                                     refine_iter=opts["refine_iter"], start=opts["start"][0],
-                                     grid_stop=opts["grid_stop"])
+            points = [optimal_lambda(task, cell.activation, a, opt, start=opts["start"][0],
+                                     **search)
                       for a in alphas]
         outs = []
         for p in points:
