@@ -86,6 +86,22 @@ def test_dry_run_rescales_by_cpu_time(monkeypatch):
     assert cost.estimate(todo, old)["sweeptest"] == pytest.approx(3 * 10.0 * 10.0)
 
 
+def test_finished_cells_against_the_model(monkeypatch):
+    """against_model sums measured and modelled seconds by family, unrescaled, and says how
+    many cells were measured by their wall time; failed cells are left out."""
+    from bayesslr.sweep import cost
+
+    monkeypatch.setattr(cost, "model_seconds", lambda c: 10.0)
+    cpu = [CellRecord(Cell("sweeptest:a", alpha=1.0, seed=s), "ok", {}, "", 100.0, "1", 20.0)
+           for s in range(3)]
+    wall = CellRecord(Cell("sweeptest:a", alpha=2.0), "ok", {}, "", 50.0, "1")
+    failed = CellRecord(Cell("sweeptest:a", alpha=3.0), "failed", {}, "E: x", 70.0, "1", 70.0)
+    got = cost.against_model([*cpu, wall, failed])["sweeptest"]
+    assert got == {"cells": 4, "measured_s": 110.0, "model_s": 40.0, "by_wall": 1,
+                   "ratio": pytest.approx(110 / 40)}
+    assert cost.against_model([failed]) == {}
+
+
 def test_a_resumed_replica_path_counts_its_restored_cpu_time(tmp_path):
     """Each point file keeps the CPU seconds it took; a resumed path reports their sum (a file
     from before has none: 0)."""

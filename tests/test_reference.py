@@ -33,7 +33,7 @@ def built(tmp_path_factory):
 @pytest.fixture
 def packaged(built, monkeypatch):
     """The built file standing in for the package's one."""
-    monkeypatch.setattr(reference, "reference_path", lambda: built)
+    monkeypatch.setattr(reference, "reference_path", lambda name="reference": built)
     return built
 
 
@@ -68,7 +68,7 @@ def test_report_reference_refusals(argv, capsys, tmp_path):
 
 
 def test_missing_reference_is_one_sentence(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(reference, "reference_path", lambda: tmp_path / "none.nc")
+    monkeypatch.setattr(reference, "reference_path", lambda name="reference": tmp_path / "none.nc")
     with pytest.raises(ConfigError, match="missing from this installation"):
         reference.load_reference()
     assert show.open_results(None) is None
@@ -92,21 +92,76 @@ def test_build_refuses_failed_cells(tmp_path):
         reference.build_reference(results, tmp_path / "x.nc")
 
 
-# ---- the file the package ships -------------------------------------------------------------
+def test_paper_file_is_its_own(built, tmp_path, monkeypatch, capsys):
+    """A second shipped file, the paper preset's: built with name='paper' it records no
+    reductions and says which it is; load_reference('paper') opens it, and every figure drawn
+    from it says 'paper sizes' in its title; 'report --reference OUT --shipped paper' draws
+    from it and says so."""
+    from bayesslr.report.figures import FIGURES, NothingToPlot, draw
+
+    results = tmp_path / "results"
+    results.mkdir()
+    synthetic(("population", "erm")).to_netcdf(results / "dataset.nc", engine="h5netcdf")
+    paper = reference.build_reference(results, tmp_path / "paper.nc", name="paper")
+    paths = {"reference": built, "paper": paper}
+    monkeypatch.setattr(reference, "reference_path", lambda name="reference": paths[name])
+    tree = reference.load_reference("paper")
+    assert tree.attrs["shipped"] == "paper" and json.loads(tree.attrs["reductions"]) == {}
+    assert "paper's sizes" in tree.attrs["reference"]
+    assert reference.load_reference().attrs["shipped"] == "reference"
+    fig = draw("population_vs_nu", tree)
+    assert "(shipped reference, paper sizes)" in fig._suptitle.get_text()
+    for name in FIGURES:  # the reference's own titles are unchanged
+        try:
+            fig = draw(name, reference.load_reference())
+        except NothingToPlot:
+            continue
+        assert "(shipped reference)" in fig._suptitle.get_text(), name
+    out = tmp_path / "figs"
+    code, stdout, _ = run_cli(["report", "--reference", str(out), "--shipped", "paper",
+                               "--formats", "png"], capsys)
+    assert code == 0 and "the paper's sizes" in stdout, stdout
+    assert "population_vs_nu" in {p.stem for p in out.glob("*.png")}
+
+
+@pytest.mark.parametrize("argv", [["report", "--reference", "x", "--shipped", "nope"],
+                                  ["report", "somewhere", "--shipped", "paper"]])
+def test_shipped_refusals(argv, capsys, tmp_path, monkeypatch):
+    """An unknown --shipped, or --shipped without --reference: one line naming the parameter
+    and what is allowed, exit 2, nothing written."""
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_cli(argv, capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "shipped" in err
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(ConfigError, match="name='nope'.*allowed: reference, paper"):
+        reference.load_reference("nope")
+
+
+# ---- the files the package ships ------------------------------------------------------------
+HERE = [n for n in reference.SHIPPED if reference.reference_path(n).exists()]
 shipped = pytest.mark.skipif(not reference.reference_path().exists(),
                              reason="this checkout carries no reference results")
 
 
-@shipped
-def test_shipped_file_is_complete_and_compact():
-    path = reference.reference_path()
+@pytest.mark.parametrize("name", HERE)
+def test_shipped_file_is_complete_and_compact(name):
+    path = reference.reference_path(name)
     assert path.stat().st_size < 5 * 2**20
-    tree = reference.load_reference()
+    tree = reference.load_reference(name)
+    assert tree.attrs["shipped"] == name
     assert int(tree.attrs.get("cells_failed", 0)) == 0
-    assert json.loads(tree.attrs["reductions"])  # every reduction named
+    cert = json.loads(tree.attrs["certificate"])
+    if name == "reference":
+        assert json.loads(tree.attrs["reductions"])  # every reduction named
+    else:  # the paper's sizes, nothing reduced
+        assert json.loads(tree.attrs["reductions"]) == {}
+        assert cert["families"]["erm"]["sqrtND"] == [10000]
+        assert cert["families"]["bayes_sampling"]["D"] == [200]
     assert {"population", "theory_bayes", "erm", "bayes_sampling"} <= set(tree.children)
     cells = tree["cells"].to_dataset()
     assert (cells["status"].values == "ok").all()
+    assert cert["clean"] and all(f["at_current_version"] == 1.0
+                                 for f in cert["families"].values())
 
 
 @shipped
@@ -213,7 +268,7 @@ def test_certificate_is_computed_from_the_file(revision, old_erm, tmp_path, monk
     tree = _with_cells(synthetic(("bayes_sampling", "erm")), recs, revision, old_erm)
     path = tmp_path / "reference.nc"
     tree.to_netcdf(path, engine="h5netcdf")
-    monkeypatch.setattr(reference, "reference_path", lambda: path)
+    monkeypatch.setattr(reference, "reference_path", lambda name="reference": path)
     cert = json.loads(reference.load_reference().attrs["certificate"])
     assert cert == reference.certificate(xr.open_datatree(path, engine="h5netcdf").load())
     assert cert["revision"] == revision and cert["clean"] == (old_erm == 0)
@@ -236,9 +291,9 @@ def test_certificate_is_computed_from_the_file(revision, old_erm, tmp_path, monk
     assert cert["certified"] is False  # a non-converged sampler cell is never certified
 
 
-@shipped
 @pytest.mark.slow
-def test_shipped_figures_are_legible_and_titled():
+@pytest.mark.parametrize("which", HERE)
+def test_shipped_figures_are_legible_and_titled(which):
     """Case 5 on the file itself: every figure drawn from the shipped reference passes the
     extended legibility check (its R-hat panel had one tick label, its ESS axes fixed decimals
     over three decades), says 'shipped reference', and says 'not converged' in its caption
@@ -247,7 +302,7 @@ def test_shipped_figures_are_legible_and_titled():
     from bayesslr.report.figures import FIGURES, NothingToPlot, draw
     from bayesslr.report.figures.legibility import legibility_problems
 
-    tree = reference.load_reference()
+    tree = reference.load_reference(which)
     fams = json.loads(tree.attrs["certificate"])["families"]
     flagged = {name: any(fams.get(f, {}).get("flagged") for f in drawn) for name, drawn in (
         ("error_vs_alpha", ("theory_erm", "erm", "bayes_sampling", "theory_bayes")),
@@ -258,7 +313,7 @@ def test_shipped_figures_are_legible_and_titled():
         except NothingToPlot:
             continue
         assert legibility_problems(fig) == [], name
-        assert "(shipped reference)" in fig._suptitle.get_text(), name
+        assert "(shipped reference" in fig._suptitle.get_text(), name
         if name in flagged:  # the caption says so exactly when the file has flagged cells
             assert ("not converged" in fig._suptitle.get_text()) == flagged[name], name
         if name == "error_vs_alpha":

@@ -403,7 +403,7 @@ def test_corrupt_shipped_reference_exits_2_naming_the_fix(content, tmp_path, cap
         data = reference.reference_path().read_bytes()
         content = data[: len(data) // 2]
     bad.write_bytes(content)
-    monkeypatch.setattr(reference, "reference_path", lambda: bad)
+    monkeypatch.setattr(reference, "reference_path", lambda name="reference": bad)
     with pytest.raises(ConfigError, match="reinstall"):
         reference.load_reference()
     code, _, err = run_cli(["report", "--reference", str(tmp_path / "figs")], capsys)

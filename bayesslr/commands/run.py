@@ -114,7 +114,7 @@ def run_sweep_verb(
 def _dry_run(cfg, out_dir: Path, workers: int | None, force: bool,
              keep_stale: bool) -> None:
     from bayesslr.sweep.config import describe_sweep
-    from bayesslr.sweep.cost import estimate, rescaling_cells, wall_seconds
+    from bayesslr.sweep.cost import against_model, estimate, rescaling_cells, wall_seconds
     from bayesslr.sweep.runner import prepare_run
 
     store = prepare_run(cfg, out_dir, force=force)  # read-only: no lock needed
@@ -151,6 +151,13 @@ def _dry_run(cfg, out_dir: Path, workers: int | None, force: bool,
         typer.echo(f"  (the model rescaled per family by the {plural(len(used), 'finished cell')}: "
                    f"{by_cpu} by their CPU time, {len(used) - by_cpu} by their wall time, which "
                    "the machine's load stretches)")
+        typer.echo("finished cells against the model (not rescaled):")
+        for fam, f in sorted(against_model(used).items()):
+            how = ("CPU time" if not f["by_wall"] else "wall time" if f["by_wall"] == f["cells"]
+                   else f"CPU time, {f['by_wall']} by wall time")
+            typer.echo(f"  {fam}: {plural(int(f['cells']), 'cell')}, "
+                       f"{_fmt_seconds(f['measured_s'])} measured ({how}) against "
+                       f"{_fmt_seconds(f['model_s'])} modelled (x{f['ratio']:.2f})")
 
 def presets() -> None:
     """List the built-in sweeps with their cell counts."""
@@ -175,6 +182,10 @@ def report(
         None, "--reference", metavar="OUT",
         help="instead of RESULTS: draw the paper's figures from the shipped reference results "
              "into this directory (computes nothing)"),
+    shipped: str = typer.Option(
+        "reference", "--shipped", metavar="NAME",
+        help="with --reference: which shipped results, 'reference' (the reference preset, "
+             "sizes reduced) or 'paper' (the paper preset, the paper's sizes)"),
     formats: str = typer.Option("png,pdf", "--formats", metavar="png,pdf,svg",
                                 help="comma list of png, pdf, svg"),
     notebooks: bool = flag("--notebooks", "also execute the report notebooks on RESULTS and "
@@ -184,6 +195,7 @@ def report(
     """Write the standard figures of a results directory (PNG and PDF) and the verdicts;
     with --notebooks, also the report notebooks as HTML (open index.html in a browser)."""
     from bayesslr.report import default_out, load_reference, load_results, write_report
+    from bayesslr.results.reference import SHIPPED
 
     fmts = tuple(f.strip().lower() for f in formats.split(",") if f.strip())
     bad = [f for f in fmts if f not in {"png", "pdf", "svg"}]
@@ -194,15 +206,22 @@ def report(
         raise ConfigError("give a results directory, or --reference OUT (not both); "
                           "allowed: 'bayesslr report RESULTS' or 'bayesslr report "
                           "--reference OUT'")
+    if shipped not in SHIPPED:
+        raise ConfigError(f"shipped={shipped!r} is not a shipped results file; allowed: "
+                          + ", ".join(SHIPPED))
+    if reference is None and shipped != "reference":
+        raise ConfigError("--shipped NAME chooses the file --reference OUT draws; allowed only "
+                          "with --reference OUT")
     if reference is not None:
         if notebooks or out is not None:
             raise ConfigError("--reference OUT writes the figures into OUT; allowed "
                               "without --out and --notebooks")
-        written, skipped = write_report(load_reference(), reference, formats=fmts)
+        written, skipped = write_report(load_reference(shipped), reference, formats=fmts)
         for name, why in skipped:
             typer.echo(f"skipped {name}: {why}", err=True)
         typer.echo(f"figures: {reference} ({plural(len(written), 'file')}, from the shipped "
-                   "reference results)")
+                   + ("reference results)" if shipped == "reference"
+                      else f"results '{shipped}', the paper's sizes)"))
         return
     if notebooks:
         from bayesslr.report.notebooks import check_extra, find_notebooks

@@ -1,16 +1,20 @@
-"""The shipped reference results: every setting of the paper's figures, computed once.
+"""The shipped results: every setting of the paper's figures, computed once.
 
-The package carries the results file of the ``reference`` preset (``bayesslr/data/
-reference.nc``): the paper's settings (docs/paper.md) computed on one two-core machine, with
-the sizes reduced only where a setting was out of reach there — each reduction is recorded in
-the file's attributes (``reductions``) and in the README. :func:`load_reference` opens it like
-any results directory (``bayesslr.load``); ``bayesslr report --reference OUT`` draws the
-paper's figures from it without computing anything; the notebooks use it when given no results
-directory.
+The package carries two results files (:data:`SHIPPED`):
 
-:func:`build_reference` turns a finished ``reference`` run into that file: the results tree,
-plus the provenance of the run (machine, wall time, the reductions against the ``paper``
-preset).
+- ``reference`` (``bayesslr/data/reference.nc``), the ``reference`` preset: the paper's
+  settings (docs/paper.md) computed on one two-core machine, with the sizes reduced only where a
+  setting was out of reach in about two hours — each reduction is recorded in the file's
+  attributes (``reductions``) and in the README;
+- ``paper`` (``bayesslr/data/paper.nc``), the ``paper`` preset: the same settings at the
+  paper's sizes (``reductions`` empty), a run of several core-hours.
+
+:func:`load_reference` opens either like any results directory (``bayesslr.load``); ``bayesslr
+report --reference OUT [--shipped paper]`` draws the paper's figures from one without computing
+anything; the notebooks use ``reference`` when given no results directory.
+
+:func:`build_reference` turns a finished run into such a file: the results tree, plus the
+provenance of the run (machine, wall time, the reductions against the ``paper`` preset).
 """
 
 from __future__ import annotations
@@ -29,6 +33,15 @@ from bayesslr.core.task import ConfigError
 from bayesslr.results.load import is_results, read_netcdf_tree
 
 PACKAGE_FILE = "reference.nc"
+
+# the shipped results files: name (load_reference's and 'report --shipped') -> (file, what it is)
+SHIPPED: dict[str, tuple[str, str]] = {
+    "reference": (PACKAGE_FILE, "bayesslr reference results: the paper's settings "
+                                "(docs/paper.md), sizes reduced where one machine could not "
+                                "reach them in about two hours (reductions)"),
+    "paper": ("paper.nc", "bayesslr results at the paper's sizes: the paper preset "
+                          "(docs/paper.md), nothing reduced"),
+}
 
 # what the reference preset reduces against the paper preset, and why (kept with the data;
 # the same list heads bayesslr/sweep/presets/reference.toml and the README)
@@ -51,18 +64,33 @@ _RESTORE = ("the file as shipped: reinstall bayesslr (pip install --force-reinst
             "bayesslr; in a source checkout: git checkout -- bayesslr/data)")
 
 
-def reference_path() -> Path:
-    """Where the shipped reference results file lives (inside the installed package)."""
-    return Path(str(importlib.resources.files("bayesslr") / "data" / PACKAGE_FILE))
+def _check_name(name: str) -> str:
+    if name not in SHIPPED:
+        raise ConfigError(f"name={name!r} is not a shipped results file; allowed: "
+                          + ", ".join(SHIPPED))
+    return name
 
 
-def load_reference() -> xr.DataTree:
-    """The shipped reference results (a results tree, as :func:`bayesslr.load` returns).
+def reference_path(name: str = "reference") -> Path:
+    """Where the shipped results file ``name`` (:data:`SHIPPED`) lives (inside the installed
+    package)."""
+    return Path(str(importlib.resources.files("bayesslr") / "data" / SHIPPED[_check_name(name)][0]))
 
-    Every setting of the paper's figures, computed once with the ``reference`` preset; the
-    root attributes carry the provenance, ``reductions`` (what was reduced against the
-    paper's sizes, and why) and ``certificate`` (:func:`certificate`, computed from the file
-    as it is loaded: revision, code versions, converged fractions and sizes per family).
+
+def load_reference(name: str = "reference") -> xr.DataTree:
+    """The shipped results ``name`` (a results tree, as :func:`bayesslr.load` returns).
+
+    ``"reference"``: every setting of the paper's figures, computed once with the
+    ``reference`` preset; ``"paper"``: the ``paper`` preset, the same settings at the paper's
+    sizes. The root attributes carry the provenance, ``reductions`` (what was reduced against
+    the paper's sizes, and why; empty for ``"paper"``), ``shipped`` (the name) and
+    ``certificate`` (:func:`certificate`, computed from the file as it is loaded: revision,
+    code versions, converged fractions and sizes per family).
+
+    Parameters
+    ----------
+    name : {"reference", "paper"}
+        Which shipped file (:data:`SHIPPED`).
 
     Returns
     -------
@@ -72,8 +100,8 @@ def load_reference() -> xr.DataTree:
     Raises
     ------
     ConfigError
-        When this installation carries no reference results, or a corrupt file (the
-        message names it and says to reinstall).
+        An unknown ``name``; or this installation does not carry the file, or carries a
+        corrupt one (the message names it and says to reinstall).
 
     Examples
     --------
@@ -86,20 +114,23 @@ def load_reference() -> xr.DataTree:
     >>> bool((se["test_error"] > 0).any())
     True
     """
-    path = reference_path()
+    _check_name(name)
+    path = reference_path(name)
     if not path.exists():
-        raise ConfigError(f"reference results {str(path)!r} are missing from this "
+        raise ConfigError(f"shipped results {str(path)!r} are missing from this "
                           "installation; allowed: a results directory written by "
-                          "'bayesslr run'")
+                          "'bayesslr run'" + ("" if name == "reference" else
+                                              ", or the shipped 'reference'"))
     try:
         tree = read_netcdf_tree(path)
     except (OSError, ValueError, KeyError) as exc:
         why = " ".join(str(exc).split())[:200] or type(exc).__name__
-        raise ConfigError(f"reference results {str(path)!r} are corrupt ({why}); allowed: "
+        raise ConfigError(f"shipped results {str(path)!r} are corrupt ({why}); allowed: "
                           f"{_RESTORE}") from None
     if not is_results(tree):
-        raise ConfigError(f"reference results {str(path)!r} are not bayesslr results; allowed: "
+        raise ConfigError(f"shipped results {str(path)!r} are not bayesslr results; allowed: "
                           f"{_RESTORE}")
+    tree.attrs.setdefault("shipped", name)
     tree.attrs["certificate"] = json.dumps(certificate(tree), sort_keys=True)
     return tree
 
@@ -202,21 +233,26 @@ def _flagged(ds: xr.Dataset, mask: np.ndarray) -> list[dict[str, Any]]:
 
 def build_reference(results: str | Path, out: str | Path | None = None, *,
                     reductions: dict[str, str] | None = None,
-                    wall_time_s: float | None = None, notes: str = "") -> Path:
-    """Write the package's reference file from a finished run of the ``reference`` preset.
+                    wall_time_s: float | None = None, notes: str = "",
+                    name: str = "reference") -> Path:
+    """Write a shipped results file from a finished run: of the ``reference`` preset
+    (``name="reference"``) or of the ``paper`` preset (``name="paper"``).
 
     Parameters
     ----------
     results : path
         The results directory of the run.
     out : path, optional
-        Destination (default: the package's data file, :func:`reference_path`).
+        Destination (default: the package's data file, :func:`reference_path` of ``name``).
     reductions : dict, optional
-        What the run reduced against the ``paper`` preset and why (setting -> text).
+        What the run reduced against the ``paper`` preset and why (setting -> text); default
+        :data:`REDUCTIONS` for ``"reference"``, none for ``"paper"``.
     wall_time_s : float, optional
         Wall time of the whole run on this machine.
     notes : str, optional
         Anything else a reader of the numbers should know (kept as the ``notes`` attribute).
+    name : {"reference", "paper"}
+        Which shipped file this is (:data:`SHIPPED`; the ``shipped`` attribute).
 
     Returns
     -------
@@ -225,22 +261,25 @@ def build_reference(results: str | Path, out: str | Path | None = None, *,
     """
     from bayesslr.results.load import load_results
 
+    _check_name(name)
+    if reductions is None:
+        reductions = REDUCTIONS if name == "reference" else {}
     tree = load_results(results)
     failed = int(tree.attrs.get("cells_failed", 0))
     if failed:
         raise ConfigError(f"results={str(results)!r} has {failed} failed cells; allowed: a "
                           "complete run (rerun the same command to retry them)")
     tree.attrs.update({
-        "reference": "bayesslr reference results: the paper's settings (docs/paper.md)",
-        "reductions": json.dumps(reductions if reductions is not None else REDUCTIONS,
-                                 sort_keys=True),
+        "reference": SHIPPED[name][1],
+        "shipped": name,
+        "reductions": json.dumps(reductions, sort_keys=True),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()}",
         "wall_time_s": float(wall_time_s) if wall_time_s is not None else float("nan"),
         "notes": notes,
     })
     if "cells" in tree.children and "runtime_s" in tree["cells"].to_dataset():
         tree.attrs["core_time_s"] = float(tree["cells"].to_dataset()["runtime_s"].sum())
-    dest = Path(out) if out is not None else reference_path()
+    dest = Path(out) if out is not None else reference_path(name)
     dest.parent.mkdir(parents=True, exist_ok=True)
     from bayesslr.core.files import write_netcdf_atomic
 

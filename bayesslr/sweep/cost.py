@@ -84,6 +84,28 @@ def estimate(cells: Sequence[Cell], measured: Sequence[CellRecord] = ()) -> dict
     return out
 
 
+def against_model(measured: Sequence[CellRecord]) -> dict[str, dict[str, float]]:
+    """What finished cells cost against what the model says they cost, by family: ``cells``,
+    ``measured_s`` (their :func:`measured_seconds`), ``model_s`` (:func:`model_seconds`, not
+    rescaled), ``ratio`` (measured over model, summed) and ``by_wall`` (how many of them were
+    measured by their wall time, which the machine's load stretches, for want of a CPU time).
+
+    The model's shared work (:func:`prerequisites`) is not in ``model_s``: a cell that did it
+    (the first ERM cell at the replica's ``lam`` of a task) carries it in its measured time.
+    """
+    out: dict[str, dict[str, float]] = {}
+    for r in rescaling_cells(measured):
+        f = out.setdefault(r.cell.family, {"cells": 0, "measured_s": 0.0, "model_s": 0.0,
+                                           "by_wall": 0})
+        f["cells"] += 1
+        f["measured_s"] += measured_seconds(r)
+        f["model_s"] += model_seconds(r.cell)
+        f["by_wall"] += r.cpu_s != r.cpu_s
+    for f in out.values():
+        f["ratio"] = f["measured_s"] / f["model_s"] if f["model_s"] > 0 else float("nan")
+    return out
+
+
 def wall_seconds(core_seconds: float, workers: int | None = None,
                  cores: int | None = None) -> float:
     """Wall time of ``core_seconds`` of work on ``min(workers, cores)`` busy cores (``workers``

@@ -55,17 +55,20 @@ def is_reference(results: Results) -> bool:
 
 def draw(which: str | Callable[[Results], Figure], results: Results) -> Figure:
     """Draw one figure (a name of :data:`FIGURES` or a figure function); a figure drawn from
-    the shipped reference says so in its title ("shipped reference"), so it is never taken for
+    the shipped results says so in its title ("shipped reference"; "shipped reference, paper
+    sizes" for :func:`bayesslr.load_reference`'s ``"paper"``), so it is never taken for
     the user's own results."""
     fn = FIGURES[which] if isinstance(which, str) else which
     fig = fn(results)
     title = getattr(fig, "_suptitle", None)
     if is_reference(results):
+        label = ("shipped reference" if results.attrs.get("shipped", "reference") == "reference"
+                 else "shipped reference, paper sizes")
         if title is None:
-            fig.suptitle("shipped reference results")
+            fig.suptitle(f"{label} results")
         else:
             first, nl, rest = title.get_text().partition("\n")
-            title.set_text(f"{first} (shipped reference){nl}{rest}")
+            title.set_text(f"{first} ({label}){nl}{rest}")
     return fig
 
 
