@@ -291,6 +291,24 @@ def test_certificate_is_computed_from_the_file(revision, old_erm, tmp_path, monk
     assert cert["certified"] is False  # a non-converged sampler cell is never certified
 
 
+def test_a_partial_file_is_not_certified():
+    """A file that records its sweep's size (``cells_total``, as a run's dataset does) and
+    holds fewer cells (an assembled partial run) is reported as such and not certified; the
+    same file complete is."""
+    from test_report import synthetic_records
+
+    tree = _with_cells(synthetic(("bayes_sampling", "erm")), synthetic_records(), "abc123")
+    ds = tree["bayes_sampling"].to_dataset()
+    tree["bayes_sampling"] = xr.DataTree(ds.assign(converged=xr.ones_like(ds["converged"])))
+    full = reference.certificate(tree)
+    assert full["certified"] is True and "cells_total" not in full
+    tree.attrs["cells_total"] = full["cells"]
+    assert reference.certificate(tree)["certified"] is True
+    tree.attrs["cells_total"] = full["cells"] + 5
+    part = reference.certificate(tree)
+    assert part["cells_total"] == full["cells"] + 5 and part["certified"] is False
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("which", HERE)
 def test_shipped_figures_are_legible_and_titled(which):

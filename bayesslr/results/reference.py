@@ -143,7 +143,9 @@ def certificate(tree: xr.DataTree) -> dict[str, Any]:
     -------
     dict
         ``revision`` (the root's ``git_revision``) and ``clean`` (a revision without
-        ``-dirty``); ``cells`` and ``cells_failed`` (the ``cells`` group); per family
+        ``-dirty``); ``cells`` and ``cells_failed`` (the ``cells`` group), and
+        ``cells_total`` (the sweep's cell count, where the file records it: a partial file
+        has fewer ``cells``); per family
         (``families``): ``versions`` (code version -> cells computed by it, from the cells'
         ``method_version``), ``current_version`` (this code's, :func:`bayesslr.registry.
         get_method`), ``at_current_version`` (the fraction of its cells at it),
@@ -153,8 +155,8 @@ def certificate(tree: xr.DataTree) -> dict[str, Any]:
         ``converged`` is false, as its coordinates (the dimensions of the family's dataset that
         have more than one value, and ``method``) and ``reason``; ``certified``: a clean
         revision, no failed cell, every cell at its current version and every converged
-        fraction 1 (a file that ships flagged cells is not certified: ``flagged`` says which
-        and why).
+        fraction 1, and every cell of the sweep present (a file that ships flagged cells is
+        not certified: ``flagged`` says which and why).
 
     Examples
     --------
@@ -171,6 +173,8 @@ def certificate(tree: xr.DataTree) -> dict[str, Any]:
     cells = tree["cells"].to_dataset() if "cells" in tree.children else None
     if cells is not None:
         cert["cells"] = int(cells.sizes.get("cell", 0))
+        if "cells_total" in tree.attrs:  # the sweep's size: fewer cells is a partial file
+            cert["cells_total"] = int(tree.attrs["cells_total"])
         status = [str(x) for x in cells["status"].values] if "status" in cells else []
         cert["cells_failed"] = sum(st != "ok" for st in status)
         versions = cells["method_version"].values if "method_version" in cells else None
@@ -210,6 +214,7 @@ def certificate(tree: xr.DataTree) -> dict[str, Any]:
     cert["families"] = fams
     cert["certified"] = bool(
         cert["clean"] and cert["cells_failed"] == 0 and fams
+        and cert.get("cells_total", cert["cells"]) == cert["cells"]
         and all(f["at_current_version"] == 1.0 for f in fams.values())
         and all(f["converged"] in (None, 1.0) for f in fams.values()))
     return cert
@@ -278,7 +283,12 @@ def build_reference(results: str | Path, out: str | Path | None = None, *,
         "notes": notes,
     })
     if "cells" in tree.children and "runtime_s" in tree["cells"].to_dataset():
-        tree.attrs["core_time_s"] = float(tree["cells"].to_dataset()["runtime_s"].sum())
+        cells = tree["cells"].to_dataset()
+        tree.attrs["core_time_s"] = float(cells["runtime_s"].sum())
+        if "cpu_s" in cells:  # process CPU time, where the cells recorded it
+            cpu = np.asarray(cells["cpu_s"].values, float)
+            tree.attrs["cpu_time_s"] = float(np.nansum(cpu))
+            tree.attrs["cpu_time_cells"] = int(np.isfinite(cpu).sum())
     dest = Path(out) if out is not None else reference_path(name)
     dest.parent.mkdir(parents=True, exist_ok=True)
     from bayesslr.core.files import write_netcdf_atomic
