@@ -762,3 +762,67 @@ def test_families_enter_the_trajectory_figure_only_by_their_report_role(tree):
     assert trajectory_groups({"sweeptest": gd}) == {}
     with pytest.raises(NothingToPlot):
         FIGURES["gd_trajectories"]({"sweeptest": gd})
+
+
+# ---- the NUTS verdict judges the paired excess (issue 20: the paper run at D = 200) ---------
+def _nuts_tree(excess_shift: float, *, paired: bool = True) -> xr.DataTree:
+    """NUTS, state evolution and the Bayes risk at 8 alphas and 3 seeds whose teachers all
+    sit low: every seed's raw test error (and its oracle's) is below the theory by the same
+    amount at every alpha, as shared teachers make it at D = 200; the paired excess is the
+    state evolution's plus ``excess_shift``."""
+    rng = np.random.default_rng(3)
+    b = bayes_risk("spiked", "3", 2.0)
+    seed_shift = {0: -0.03, 1: -0.02, 2: -0.025}
+    recs: dict[str, list[CellRecord]] = {"theory_bayes": [], "bayes_sampling": [],
+                                         "population": []}
+    recs["population"].append(_rec("population:bayes", {"test_error": b, "stderr": 2e-4},
+                                   variant="spiked", L="3", nu=2.0, delta=0.01))
+    for a in (1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 12.0):
+        se_err = b + 0.4 / a
+        recs["theory_bayes"].append(_rec("theory_bayes", {
+            "test_error": se_err, "stderr": 3e-4, "converged": True}, variant="spiked", L="3",
+            nu=2.0, delta=0.01, alpha=a))
+        for seed, c in seed_shift.items():
+            ex = se_err - b + excess_shift + 0.002 * rng.standard_normal()
+            out = {"test_error": b + c + ex, "stderr": 0.01, "oracle_error": b + c,
+                   "converged": True, "reason": "converged"}
+            if paired:
+                out.update({"excess_over_oracle": ex, "excess_over_oracle_stderr": 0.002})
+            recs["bayes_sampling"].append(_rec("bayes_sampling", out, variant="spiked", L="3",
+                                               nu=2.0, delta=0.01, alpha=a, D=200, seed=seed))
+    children = {}
+    for fam, rs in recs.items():
+        methods = list(dict.fromkeys(r.cell.method for r in rs))
+        children[fam] = xr.DataTree(family_dataset(get_method(methods[0]), rs, methods))
+    return xr.DataTree(xr.Dataset(), children=children)
+
+
+def _nuts_verdict(tree):
+    from bayesslr.report.claims.finite_sample_claims import finite_sample_claims
+
+    return next(v for v in finite_sample_claims(tree) if "NUTS posterior mean" in str(v))
+
+
+def test_nuts_verdict_pairs_each_seed_with_its_oracle():
+    """Shared teachers move every raw point of a seed the same way: judged raw, the sign test
+    reads that as a common offset (does not hold); paired with the oracle it holds, and a
+    real offset of the paired excess is still caught."""
+    raw = str(_nuts_verdict(_nuts_tree(0.0, paired=False)))
+    assert raw.startswith("VERDICT [does not hold]") and "unpaired" in raw
+    assert "8 of 8 gaps below zero" in raw
+    ok = str(_nuts_verdict(_nuts_tree(0.0)))
+    assert ok.startswith("VERDICT [holds]"), ok
+    assert "NUTS minus oracle" in ok and "vs SE minus Bayes risk" in ok
+    off = str(_nuts_verdict(_nuts_tree(0.02)))
+    assert off.startswith("VERDICT [does not hold]"), off
+
+
+def test_nuts_verdict_says_which_points_did_not_converge():
+    tree = _nuts_tree(0.0)
+    ds = tree["bayes_sampling"].to_dataset()
+    conv = ds["converged"].copy()
+    conv.loc[{"alpha": 1.5}] = False
+    tree["bayes_sampling"] = xr.DataTree(ds.assign(converged=conv))
+    text = str(_nuts_verdict(tree))
+    assert "α=1.5 D=200 (3 of 3 seeds not converged, flagged)" in text
+    assert text.count("not converged, flagged") == 1
