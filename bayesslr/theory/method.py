@@ -181,8 +181,8 @@ def _erm_memory(cell: Cell, opts: Mapping[str, Any]) -> Resources:
 # by activation ("default": any without its own calibration); the measurements behind each
 # constant are in benchmarks/README.md, "Cost model" (linear's point is cheap: its proximal
 # problem is quadratic)
-THEORY_ERM_COST = {"overhead_s": 3.0, "point": {"linear": (2.0, 19.0), "default": (0.0, 187.0)},
-                   "fixed_fraction": 0.036 * 181.0 / 374.0, "no_path_factor": 1.5}
+THEORY_ERM_COST = {"overhead_s": 3.0, "point": {"linear": (3.2, 1.0), "default": (6.6, 30.6)},
+                   "fixed_fraction": 1.0, "no_path_factor": 1.5}
 
 
 def _erm_cost(cell: Cell, opts: Mapping[str, Any]) -> float:
