@@ -318,8 +318,9 @@ def test_verdicts_turn_when_the_data_do():
     the Bayes risk, flip their verdicts (the rule is not vacuous)."""
     recs = synthetic_records()
     for r in recs["erm"]:
-        if r.cell.D == 400:
+        if r.cell.D == 400:  # the error and its paired excess over the oracle alike
             r.outputs["test_error"] += 0.2
+            r.outputs["excess_over_oracle"] += 0.2
     for i, r in enumerate(recs["population"]):
         if r.cell.method == "population:softmax" and r.cell.variant == "spiked":
             out = dict(r.outputs, test_error=r.outputs["test_error"] + 10 * SE)
@@ -826,3 +827,49 @@ def test_nuts_verdict_says_which_points_did_not_converge():
     text = str(_nuts_verdict(tree))
     assert "α=1.5 D=200 (3 of 3 seeds not converged, flagged)" in text
     assert text.count("not converged, flagged") == 1
+
+
+def _erm_tree(excess_shift: float, *, paired: bool = True) -> xr.DataTree:
+    """Replica points and ERM at one size, 8 alphas and 3 seeds whose teachers sit low (every
+    raw ERM point below the replica by what its seed shares), with the paired excess at the
+    replica's plus ``excess_shift``."""
+    rng = np.random.default_rng(4)
+    b = bayes_risk("spiked", "3", 2.0)
+    seed_shift = {0: -0.03, 1: -0.02, 2: -0.025}
+    recs: dict[str, list[CellRecord]] = {"theory_erm": [], "erm": [], "population": []}
+    recs["population"].append(_rec("population:bayes", {"test_error": b, "stderr": 2e-4},
+                                   variant="spiked", L="3", nu=2.0, delta=0.01))
+    for a in (1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 12.0):
+        rep = b + 0.2 + 0.4 / a
+        recs["theory_erm"].append(_rec("theory_erm:softmax", {
+            "test_error": rep, "stderr": 3e-4, "converged": True}, variant="spiked", L="3",
+            nu=2.0, delta=0.01, alpha=a, lam=0.1))
+        for seed, c in seed_shift.items():
+            ex = rep - b + excess_shift + 0.002 * rng.standard_normal()
+            out = {"test_error": b + c + ex, "stderr": 0.01, "converged": True}
+            if paired:
+                out.update({"excess_over_oracle": ex, "excess_over_oracle_stderr": 0.002})
+            recs["erm"].append(_rec("erm:softmax", out, variant="spiked", L="3", nu=2.0,
+                                    delta=0.01, alpha=a, lam=0.1, D=400, seed=seed))
+    children = {}
+    for fam, rs in recs.items():
+        methods = list(dict.fromkeys(r.cell.method for r in rs))
+        children[fam] = xr.DataTree(family_dataset(get_method(methods[0]), rs, methods))
+    return xr.DataTree(xr.Dataset(), children=children)
+
+
+def test_erm_replica_verdict_pairs_each_seed_with_its_oracle():
+    """As for NUTS: judged raw, seeds shared across alpha read as a common offset; paired
+    with the oracle the points hold and the sign test sees none; a real paired offset is
+    still caught."""
+    from bayesslr.report.claims.finite_sample_claims import finite_sample_claims
+
+    def verdict(tree):
+        return next(str(v) for v in finite_sample_claims(tree) if "replica prediction" in str(v))
+
+    raw = verdict(_erm_tree(0.0, paired=False))
+    assert raw.startswith("VERDICT [does not hold]") and "(judged raw)" in raw
+    assert "8 of 8 gaps below zero" in raw
+    ok = verdict(_erm_tree(0.0))
+    assert ok.startswith("VERDICT [holds]") and "ERM minus oracle" in ok, ok
+    assert verdict(_erm_tree(0.03)).startswith("VERDICT [does not hold]")

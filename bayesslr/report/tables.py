@@ -32,7 +32,7 @@ from bayesslr.results.query import (
 
 POPULATION_COLUMNS = ["variant", "L", "nu", "method", "excess_risk", "se", "at_bound"]
 FINITE_COLUMNS = ["variant", "L", "nu", "delta", "alpha", "method", "size", "lam", "test_error",
-                  "se", "seeds", "dof"]
+                  "se", "seeds", "dof", "excess", "excess_se"]
 
 
 def _value(da: xr.DataArray) -> float:
@@ -110,7 +110,9 @@ def finite_sample_table(results: Results, *, all_lams: bool = False) -> pd.DataF
     theories, ``D=...`` or ``sqrtND=...`` for finite-size estimators), seed mean with its
     standard error and the number of seeds; ``lam`` chosen per ``alpha`` without the test
     data (:func:`~bayesslr.results.query.lam_choice`; the chosen value in column ``lam``), or
-    one row per ``lam`` when ``all_lams``. ``dof`` is the degrees of
+    one row per ``lam`` when ``all_lams``. ``excess`` and ``excess_se``: the same for the
+    paired ``excess_over_oracle`` (the test error less the oracle's on the same teacher and
+    test set; NaN where the family has none). ``dof`` is the degrees of
     freedom of ``se``: ``seeds - 1`` when it is the spread over seeds, ``inf`` when it is a
     Monte Carlo error of a large sample (a theory; one seed, whose ``se`` is then the test-set
     error alone, without the teacher-to-teacher spread). Trajectory families (``gd``) are not
@@ -131,7 +133,7 @@ def finite_sample_table(results: Results, *, all_lams: bool = False) -> pd.DataF
                     _rows_of(rows, m, size, sub, theory)
     return pd.DataFrame(rows, columns=FINITE_COLUMNS).astype(
         {"L": str, "nu": float, "delta": float, "alpha": float, "test_error": float,
-         "se": float, "seeds": int, "dof": float})
+         "se": float, "seeds": int, "dof": float, "excess": float, "excess_se": float})
 
 
 def _rows_of(rows: list, m: str, size: dict, sub: xr.Dataset,
@@ -139,6 +141,7 @@ def _rows_of(rows: list, m: str, size: dict, sub: xr.Dataset,
     """Append the rows of one method at one size (``lam`` chosen over what ``sub`` holds by
     :func:`~bayesslr.results.query.lam_choice`, never on the test error)."""
     mean, sem = stats_of(sub, theory=theory)
+    ex_mean, ex_sem = stats_of(sub, "excess_over_oracle", theory=theory)
     te = sub["test_error"]
     n_seeds = te.notnull().sum("seed") if "seed" in te.dims else xr.ones_like(te)
     best = lam_choice(sub, theory)
@@ -167,7 +170,8 @@ def _rows_of(rows: list, m: str, size: dict, sub: xr.Dataset,
                      "size": _size_text(size), "lam": f"{lam:g}" if isinstance(lam, float)
                      else str(lam), "test_error": v, "se": _value(sem.sel(at)),
                      "seeds": n, "dof": float(n - 1) if n > 1 and not m.startswith("theory")
-                     else math.inf})
+                     else math.inf, "excess": _value(ex_mean.sel(at)),
+                     "excess_se": _value(ex_sem.sel(at))})
 
 
 SAMPLER_COLUMNS = ["variant", "L", "nu", "delta", "alpha", "D", "seed", "start", "test_error", "se",

@@ -92,6 +92,15 @@ def _flagged_alphas(sub: xr.Dataset) -> np.ndarray:
     return flag["alpha"].values[np.asarray(flag.values, bool)]
 
 
+_DODGE = 0.03  # ESS panel: bulk and tail markers this fraction of the alpha span apart
+
+
+def _span(x: np.ndarray) -> float:
+    """The extent of ``x`` (1 for a single value), what a dodge is a fraction of."""
+    ok = np.asarray(x, float)[np.isfinite(np.asarray(x, float))]
+    return float(ok.max() - ok.min()) if ok.size > 1 and ok.max() > ok.min() else 1.0
+
+
 def _sampler_points(ax: Axes, x: np.ndarray, y: np.ndarray, e: np.ndarray, mk: str, col: str,
                     fill: str, label: str, flagged: np.ndarray) -> bool:
     """Seed means with their standard errors, cells that did not converge hollow grey;
@@ -179,10 +188,13 @@ def sampler_diagnostics(results: Results) -> Figure:
                     s = _start_series(sub, start, var)
                     if s is not None:
                         series.append((s[0], s[1], s[2], col, f"{start} start"))
-                for x, y, e, fill, label in series:
-                    any_flag |= _sampler_points(ax, xjitter(x, j, len(starts)), y, e, mk,
-                                                col, fill, label, xjitter(flagged, j,
-                                                                           len(starts)))
+                for k, (x, y, e, fill, label) in enumerate(series):
+                    xs, fl = xjitter(x, j, len(starts)), xjitter(flagged, j, len(starts))
+                    if len(series) > 1:  # bulk left, tail right of the start's position:
+                        # a tail ESS close to the bulk one would hide it (log axis)
+                        dx = _DODGE * (k - (len(series) - 1) / 2) * _span(x)
+                        xs, fl = xs + dx, fl + dx
+                    any_flag |= _sampler_points(ax, xs, y, e, mk, col, fill, label, fl)
             if var == "r_hat_max":
                 if "r_hat_max_pooled" in sub:
                     mean, sem = seed_stats(sub["r_hat_max_pooled"])
