@@ -19,7 +19,8 @@ The public API, one name per task (each documented with a runnable example):
 * theory curves over ``alpha`` as xarray: :func:`replica_curve` (ERM),
   :func:`state_evolution` (Bayes-optimal);
 * sweeps: :func:`run` (a preset, a TOML file or a dict), :func:`load` (a results directory),
-  :func:`load_reference` (the shipped reference results of the paper's settings);
+  :func:`load_reference` (the shipped results of the paper's settings: ``"reference"``, sizes
+  reduced, or ``"paper"``, the paper's sizes);
   single cells: :func:`run_cell` with :class:`Cell`; every family's options and outputs:
   :func:`families`;
 * the inference benchmark's posteriors for samplers written anywhere (docs/targets.md):
