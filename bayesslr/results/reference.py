@@ -52,9 +52,10 @@ REDUCTIONS: dict[str, str] = {
     "erm": "sqrt(N D) = 1000 instead of 10000 (and 500 on spiked nu = 2, a second size), 3 seeds "
            "instead of 5, the replica's 7 alphas instead of 9: a paper-size fit takes minutes "
            "and the validation search seven of them",
-    "bayes_sampling": "D = 100 instead of 200, 3 seeds instead of 5 (4 chains of 1000 draws "
-                      "as in the paper preset; at alpha = 1, where mixing is slow, 60000 draws a "
-                      "chain, where the paper preset affords 20000 at D = 200)",
+    "bayes_sampling": "D = 100 instead of 200, 3 seeds instead of 5 (4 chains of 1000 draws, "
+                      "as the paper preset has at alpha >= 3; at alpha = 1, where mixing is "
+                      "slow, 60000 draws a chain, where the paper preset affords 20000 at "
+                      "D = 200)",
     "population": "none (200000 samples, every setting)",
     "theory_bayes": "none (15 alphas, every setting)",
 }
