@@ -819,6 +819,8 @@ def test_nuts_verdict_pairs_each_seed_with_its_oracle():
 
 
 def test_nuts_verdict_says_which_points_did_not_converge():
+    """A point whose chains did not converge is listed, flagged, and not judged: the claim
+    that holds at every other point has not enough data there."""
     tree = _nuts_tree(0.0)
     ds = tree["bayes_sampling"].to_dataset()
     conv = ds["converged"].copy()
@@ -827,6 +829,8 @@ def test_nuts_verdict_says_which_points_did_not_converge():
     text = str(_nuts_verdict(tree))
     assert "α=1.5 D=200 (3 of 3 seeds not converged, flagged)" in text
     assert text.count("not converged, flagged") == 1
+    assert text.startswith("VERDICT [not enough data]") and "not judged" in text
+    assert "7 of 7 gaps" not in text and text.count("[holds]") == 8  # 7 points, the sign test
 
 
 def _erm_tree(excess_shift: float, *, paired: bool = True) -> xr.DataTree:

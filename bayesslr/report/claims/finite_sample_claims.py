@@ -219,7 +219,9 @@ def _nuts_reaches_state_evolution(results: Results, t: pd.DataFrame) -> Verdict:
     the seeds share across ``alpha`` (the teacher's norm, the test set), which at ``D = 200``
     moves every raw point of a seed the same way (the common-offset check on raw errors then
     reads a shared fluctuation as an offset); raw errors are judged only where the pairing is
-    missing (no ``excess_over_oracle``, or no Bayes risk at the setting)."""
+    missing (no ``excess_over_oracle``, or no Bayes risk at the setting). A point where a seed's
+    chains did not converge is not judged (not enough data) and stays out of the offset check:
+    its agreement would be no evidence."""
     big = _largest(t)
     found = []
     for key, grp in big.groupby(SETTING):
@@ -230,12 +232,19 @@ def _nuts_reaches_state_evolution(results: Results, t: pd.DataFrame) -> Verdict:
     pts, gaps = [], []
     for key, a, b in found:
         note = " (1 seed: test-set error only)" if a.seeds == 1 else ""
+        flag = _not_converged(results, key)
         where = (f"{setting_text(dict(zip(SETTING, key, strict=True)), alpha=True)} "
-                 f"{a['size']}{_not_converged(results, key)}: ")
+                 f"{a['size']}{flag}: ")
         raw = (f"NUTS {pm(a.test_error, a.se, b.test_error)}{note} vs SE "
                f"{pm(b.test_error, b.se, a.test_error)}")
         ex, ex_se, risk, risk_se, src = _paired_excess(results, key)
-        if math.isfinite(ex) and math.isfinite(risk):
+        if flag:  # a sampler that did not converge is no evidence either way
+            shown = (f"NUTS minus oracle {pm(ex, ex_se)}, SE minus Bayes risk "
+                     f"{pm(b.test_error - risk, math.hypot(b.se, risk_se))}"
+                     if math.isfinite(ex) and math.isfinite(risk) else raw)
+            pts.append((undecided("needs chains that pass the convergence checks here (more "
+                                  "draws a chain): not judged"), f"{where}{shown}"))
+        elif math.isfinite(ex) and math.isfinite(risk):
             th, th_se = b.test_error - risk, math.hypot(b.se, risk_se)
             gaps.append(ex - th)
             computed = ", Bayes risk computed by the report" if src == "computed" else ""
