@@ -292,7 +292,11 @@ def test_verdicts_give_the_known_answers(tree):
     assert _status(fin, "test error ordering Bayes < softmax < linear (D").status == C.HOLDS
     erm = _status(fin, "L-BFGS ERM")
     assert erm.status == C.HOLDS and "D=100: 0.1" in erm.evidence  # the gap closes at D=400
-    assert _status(fin, "the NUTS posterior mean").status == C.HOLDS
+    # the synthetic alpha = 5 sampler cell did not converge (its starts disagree): that point
+    # is not judged, the alpha = 2 one holds
+    nuts = _status(fin, "the NUTS posterior mean")
+    assert nuts.status == C.UNDECIDED and "not judged" in nuts.evidence
+    assert "seeds not converged, flagged" in nuts.evidence and "[holds]" in nuts.evidence
     assert _status(fin, "the Bayes-optimal error decreases").status == C.HOLDS
     assert _status(dyn, "gradient descent from the informed").status == C.HOLDS
     assert _status(dyn, "gradient descent from a random").status == C.HOLDS

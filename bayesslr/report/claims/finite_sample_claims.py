@@ -112,12 +112,12 @@ def _erm_reaches_replica(full: pd.DataFrame, results: Results | None = None) -> 
     acts = list(dict.fromkeys(act for act, _, _ in found))
     # each point, and one offset check per activation
     tests, off_tests = family(len(found), len(acts))
-    risks = {}
+    from bayesslr.report.figures.error_vs_alpha import bayes_risk_line
+
+    risks = {}  # the Bayes risk each setting's points are paired with
     for _, r, _ in found:
         key = (r.variant, r.L, r.nu)
         if results is not None and key not in risks:
-            from bayesslr.report.figures.error_vs_alpha import bayes_risk_line
-
             risks[key] = bayes_risk_line(results, {"variant": r.variant, "L": r.L,
                                                    "nu": r.nu})
     judged = [(act, r, same, _replica_point(act, r, same, tests,
