@@ -795,11 +795,7 @@ def _nuts_tree(excess_shift: float, *, paired: bool = True) -> xr.DataTree:
                 out.update({"excess_over_oracle": ex, "excess_over_oracle_stderr": 0.002})
             recs["bayes_sampling"].append(_rec("bayes_sampling", out, variant="spiked", L="3",
                                                nu=2.0, delta=0.01, alpha=a, D=200, seed=seed))
-    children = {}
-    for fam, rs in recs.items():
-        methods = list(dict.fromkeys(r.cell.method for r in rs))
-        children[fam] = xr.DataTree(family_dataset(get_method(methods[0]), rs, methods))
-    return xr.DataTree(xr.Dataset(), children=children)
+    return _tree_of(recs)
 
 
 def _nuts_verdict(tree):
@@ -859,11 +855,7 @@ def _erm_tree(excess_shift: float, *, paired: bool = True) -> xr.DataTree:
                 out.update({"excess_over_oracle": ex, "excess_over_oracle_stderr": 0.002})
             recs["erm"].append(_rec("erm:softmax", out, variant="spiked", L="3", nu=2.0,
                                     delta=0.01, alpha=a, lam=0.1, D=400, seed=seed))
-    children = {}
-    for fam, rs in recs.items():
-        methods = list(dict.fromkeys(r.cell.method for r in rs))
-        children[fam] = xr.DataTree(family_dataset(get_method(methods[0]), rs, methods))
-    return xr.DataTree(xr.Dataset(), children=children)
+    return _tree_of(recs)
 
 
 def test_erm_replica_verdict_pairs_each_seed_with_its_oracle():
