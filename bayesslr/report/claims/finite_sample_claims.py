@@ -179,26 +179,6 @@ def _nuts_at(results: Results, key: tuple):
                   {d: (str(v) if d == "L" else v) for d, v in sel.items()})
 
 
-def _paired_excess(results: Results, key: tuple) -> tuple[float, float, float, float, str]:
-    """NUTS's ``excess_over_oracle`` at a point (seed mean and its standard error, at the
-    largest ``D``) and the Bayes risk it is paired with (value, standard error, where it comes
-    from); NaNs where either is missing."""
-    from bayesslr.report.figures.error_vs_alpha import bayes_risk_line
-    from bayesslr.results.query import stats_of
-
-    nan = (math.nan, math.nan, math.nan, math.nan, "")
-    sub = _nuts_at(results, key)
-    if sub is None or "excess_over_oracle" not in sub:
-        return nan
-    sel = dict(zip(SETTING, key, strict=True))
-    risk = bayes_risk_line(results, {d: v for d, v in sel.items() if d != "alpha"})
-    if risk is None:
-        return nan
-    mean, se = stats_of(sub, "excess_over_oracle")
-    return (float(mean.values.ravel()[0]), float(se.values.ravel()[0]), risk[0], risk[1],
-            risk[2])
-
-
 def _not_converged(results: Results, key: tuple) -> str:
     """`` (k of n seeds not converged, flagged)`` at a point, or ``""``."""
     import numpy as np
@@ -228,6 +208,8 @@ def _nuts_reaches_state_evolution(results: Results, t: pd.DataFrame) -> Verdict:
         rows = {r.method: r for _, r in grp.iterrows()}
         if "bayes_sampling" in rows and "theory_bayes" in rows:
             found.append((key, rows["bayes_sampling"], rows["theory_bayes"]))
+    from bayesslr.report.figures.error_vs_alpha import bayes_risk_line
+
     tests, off_tests = family(len(found), 1)  # each point, and the offset check
     pts, gaps = [], []
     for key, a, b in found:
@@ -237,7 +219,10 @@ def _nuts_reaches_state_evolution(results: Results, t: pd.DataFrame) -> Verdict:
                  f"{a['size']}{flag}: ")
         raw = (f"NUTS {pm(a.test_error, a.se, b.test_error)}{note} vs SE "
                f"{pm(b.test_error, b.se, a.test_error)}")
-        ex, ex_se, risk, risk_se, src = _paired_excess(results, key)
+        # NUTS's excess over its oracle is the table's (its largest D); the Bayes risk pairs it
+        ex, ex_se = a.excess, a.excess_se
+        risk, risk_se, src = bayes_risk_line(
+            results, dict(zip(SETTING[:-1], key[:-1], strict=True))) or (math.nan,) * 3
         if flag:  # a sampler that did not converge is no evidence either way
             shown = (f"NUTS minus oracle {pm(ex, ex_se)}, SE minus Bayes risk "
                      f"{pm(b.test_error - risk, math.hypot(b.se, risk_se))}"
