@@ -12,9 +12,9 @@ import pytest
 
 from bayesslr.bayes import arviz_adapter
 from bayesslr.bayes.model import model_spec
+from bayesslr.bayes.pt import geometric_ladder, optimal_ladder, round_trips, run_pt
 from bayesslr.core.task import ConfigError, make_task
 from bayesslr.inference.evaluate import task_data
-from bayesslr.inference.pt import geometric_ladder, optimal_ladder, round_trips, run_pt
 from bayesslr.registry import Cell, run_cell
 from conftest import prior_importance
 

@@ -20,11 +20,16 @@ from bayesslr.bayes.model import ModelSpec, model_spec
 from bayesslr.bayes.predict import posterior_overlaps, posterior_predict
 from bayesslr.bayes.sampler import (
     INITS,
+    SAMPLERS,
+    TEMPERING_SCHEMA,
     SampleResult,
     SamplerOptions,
+    TemperingOptions,
+    check_tempered,
     init_params,
     mean_log_lik,
     run_nuts,
+    run_tempered,
     sample_anneal,
 )
 from bayesslr.bayes.sampler import SCHEMA as SAMPLER_SCHEMA
@@ -40,7 +45,12 @@ from bayesslr.core.task import (
     sample_task,
     seed_key,
 )
-from bayesslr.core.thresholds import CONVERGENCE, num
+from bayesslr.core.thresholds import (
+    CONVERGENCE,
+    PT_ROUND_TRIPS_PER_CHAIN_MIN,
+    PT_SWAP_RATE_MIN,
+    num,
+)
 from bayesslr.registry import (
     Cell,
     CliFace,
@@ -60,7 +70,10 @@ _sample_task = jax.jit(sample_task, static_argnums=(1, 2, 3))
 RHAT_MAX = CONVERGENCE["bayes_sampling"].r_hat_max
 ESS_PER_CHAIN_MIN = CONVERGENCE["bayes_sampling"].ess_min
 
-SCHEMA = SAMPLER_SCHEMA + (
+SCHEMA = SAMPLER_SCHEMA + TEMPERING_SCHEMA + (
+    Opt("sampler", "nuts", "choice", choices=SAMPLERS,
+        doc="nuts (NUTS), or pt (parallel tempering over likelihood temperatures with HMC "
+            "moves: chains replica systems of replicas temperatures; docs/sampling.md)"),
     Opt("init", ("teacher",), "choices", choices=INITS,
         doc="start(s): teacher, random, anneal; a comma list runs each (the first is reported)"),
     Opt("n_test", 10_000, "int", low=2, high=10**8, doc="fresh test inputs"),
@@ -87,6 +100,10 @@ def _check(cell: Cell, opts: Mapping[str, Any]) -> None:
                           "allowed; allowed: increasing reals in (0, 1)")
     model_spec(cell.task(), tempered=opts["tempered"], tempered_delta=opts["tempered_delta"],
                tempered_nu=opts["tempered_nu"])
+    if opts["sampler"] == "pt":
+        sampler = SamplerOptions.from_options(opts)
+        for init in opts["init"]:
+            check_tempered(sampler, init)
 
 
 def _sizes(cell: Cell) -> tuple[int, int, int]:
@@ -98,6 +115,18 @@ def _memory(cell: Cell, opts: Mapping[str, Any]) -> Resources:
     D, N, L = _sizes(cell)
     fb = 8 if opts["x64"] else 4
     runs = len(opts["init"])
+    if opts["sampler"] == "pt":
+        C, R = opts["chains"], opts["replicas"]
+        data = (N + opts["n_test"]) * L * D * 4 * 2
+        kept = min(opts["draws"], opts["pt_max_draws"])
+        # the cold slot of every sampling iteration in float32, then the kept draws (float64)
+        draws = runs * C * (opts["draws"] * 2 * D * 4 + kept * 2 * D * 8 * 2)
+        grad = C * R * (N * L * 4 * 8 + 2 * D * 4 * 6)
+        predict = opts["n_test"] * min(opts["chunk"], C * kept) * L * 4 * 6
+        return Resources(data + draws + grad + predict,
+                         f"train + test data (N={N}, n_test={opts['n_test']}) x L={L} x D={D}, "
+                         f"cold draws {C}x{opts['draws']}x2D, {C}x{R} replicas",
+                         "D, alpha, n_test, draws, chains or replicas")
     data = (N + opts["n_test"]) * L * D * 4 * 2  # drawn in float32, copied once for the sampler
     draws = runs * opts["chains"] * opts["draws"] * 2 * D * 8 * 2  # stored, and pooled
     grad = opts["chains"] * N * L * fb * 8  # per-chain fields and their cotangents
@@ -107,6 +136,12 @@ def _memory(cell: Cell, opts: Mapping[str, Any]) -> Resources:
                      f"draws {opts['chains']}x{opts['draws']}x2D",
                      "D, alpha, n_test, draws or chains")
 
+
+# CPU-s per gradient evaluation of one replica of a PT run, per unit of N D L: all replicas of
+# all chains are one vectorised program, so the per-step overhead that dominates a NUTS
+# gradient (below) is shared; measured on the paper's alpha = 1 cells (D = 200, N = 200, L = 3,
+# 4 chains x 24-32 replicas x 20 leapfrog steps; docs/sampling.md)
+PT_CPU_S_PER_GRAD_NDL = 2.9e-10
 
 # gradient evaluations a NUTS iteration takes per chain (the trees' size): measured on the
 # reference run's cells (D = 100, 4 chains, teacher start): 33 at alpha = 1, where the posterior
@@ -122,6 +157,10 @@ def _cost(cell: Cell, opts: Mapping[str, Any]) -> float:
     twin below :data:`DEEP_TREES_BELOW_ALPHA`). Fitted to the reference run's 36 cells
     (``D = 100``, ``alpha`` 1 to 12, 4 chains; benchmarks/README.md, "Cost model")."""
     D, N, L = _sizes(cell)
+    if opts["sampler"] == "pt":
+        grads = ((opts["warmup"] + opts["draws"]) * opts["chains"] * opts["replicas"]
+                 * opts["pt_integration_steps"] * len(opts["init"]))
+        return 10.0 + grads * PT_CPU_S_PER_GRAD_NDL * N * D * L
     steps = (opts["warmup"] + opts["draws"]) * opts["chains"] * len(opts["init"])
     per_iteration = (GRADS_PER_ITERATION_DEEP if float(cell.alpha) < DEEP_TREES_BELOW_ALPHA
                      else GRADS_PER_ITERATION)
@@ -129,8 +168,11 @@ def _cost(cell: Cell, opts: Mapping[str, Any]) -> float:
 
 
 def verdict(summary: Mapping[str, Any], chains: int) -> tuple[bool, str]:
-    """Yes/no convergence of one NUTS run against the thresholds of :data:`RHAT_MAX` and
-    :data:`ESS_PER_CHAIN_MIN` (and no divergence), with the reason."""
+    """Yes/no convergence of one run against the thresholds of :data:`RHAT_MAX` and
+    :data:`ESS_PER_CHAIN_MIN` (and no divergence), with the reason; a tempered run (its
+    summary holds ``swap_rate_min``) must also swap at least ``PT_SWAP_RATE_MIN`` on every
+    pair and make ``PT_ROUND_TRIPS_PER_CHAIN_MIN`` round trips per chain
+    (:mod:`bayesslr.core.thresholds`)."""
     ess_min = ESS_PER_CHAIN_MIN * chains
     fails = []
     r = summary.get("r_hat_max", math.nan)
@@ -142,6 +184,13 @@ def verdict(summary: Mapping[str, Any], chains: int) -> tuple[bool, str]:
             fails.append(f"{name} {num(e, ess_min)} < {ess_min:g}")
     if summary.get("divergences", 0) > 0:
         fails.append(f"{int(summary['divergences'])} divergent transitions")
+    if "swap_rate_min" in summary:
+        sw = summary["swap_rate_min"]
+        if not sw >= PT_SWAP_RATE_MIN:
+            fails.append(f"swap_rate_min {num(sw, PT_SWAP_RATE_MIN)} < {PT_SWAP_RATE_MIN}")
+        trips, need = summary.get("round_trips", 0), PT_ROUND_TRIPS_PER_CHAIN_MIN * chains
+        if not trips >= need:
+            fails.append(f"round_trips {trips} < {need}")
     pooled = summary.get("r_hat_max_pooled")
     if pooled is not None and not pooled <= RHAT_MAX:
         fails.append(f"starts disagree: pooled r_hat {num(pooled, RHAT_MAX)} > {RHAT_MAX}")
@@ -149,9 +198,13 @@ def verdict(summary: Mapping[str, Any], chains: int) -> tuple[bool, str]:
 
 
 def run_start(key: jax.Array, init: str, spec: ModelSpec, teacher: Teacher, data: Data,
-              sampler: SamplerOptions, anneal_fractions: tuple[float, ...]) -> SampleResult:
-    """One NUTS run from the start strategy ``init`` (``teacher``, ``random`` or ``anneal``)."""
+              sampler: SamplerOptions, anneal_fractions: tuple[float, ...],
+              tempering: TemperingOptions | None = None) -> SampleResult:
+    """One run from the start strategy ``init`` (``teacher``, ``random`` or ``anneal``): NUTS,
+    or parallel tempering when ``tempering`` is given."""
     kinit, krun = jax.random.split(key)
+    if tempering is not None:
+        return run_tempered(krun, spec, data, sampler, tempering, init=init, teacher=teacher)
     if init == "anneal":
         res, _ = sample_anneal(krun, spec, data, sampler, anneal_fractions)
         return res
@@ -171,7 +224,12 @@ def run_start(key: jax.Array, init: str, spec: ModelSpec, teacher: Teacher, data
               ("disagreement", "max mean squared difference of predictions between starts"),
               ("log_lik_gap", "mean log-likelihood per sample, first start minus the others",
                "nat"),
-              ("r_hat_max_pooled", "split R-hat over all chains of all starts")),
+              ("r_hat_max_pooled", "split R-hat over all chains of all starts"),
+              ("swap_rate_min", "sampler=pt: lowest swap acceptance of a neighbouring pair of "
+               "temperatures (sampling phase)"),
+              ("swap_rate_mean", "sampler=pt: mean swap acceptance over the pairs"),
+              ("round_trips", "sampler=pt: round trips b = 1 -> beta_min -> b = 1 of the "
+               "replicas' states, all chains, sampling phase")),
           cost=_cost, memory=_memory, check=_check,
           plot=PlotStyle(kind="marker", label="Bayes (NUTS)", marker="s", color="k"),
           version="4",  # 4: adapt="auto" (grad from the teacher, stan from other starts)
@@ -240,13 +298,14 @@ def bayes_sampling_cell(cell: Cell, opts: Mapping[str, Any]) -> dict[str, Any]:
     spec = model_spec(task, tempered=opts["tempered"], tempered_delta=opts["tempered_delta"],
                       tempered_nu=opts["tempered_nu"])
     sampler = SamplerOptions.from_options(opts)
+    tempering = (TemperingOptions.from_options(opts) if opts["sampler"] == "pt" else None)
     key = seed_key(cell.seed)
     teacher, train, test = _sample_task(key, task, N, opts["n_test"])
     kalg = algorithm_key(key, "sampler")
     runs: dict[str, SampleResult] = {}
     for j, init in enumerate(opts["init"]):
         runs[init] = run_start(jax.random.fold_in(kalg, j), init, spec, teacher, train, sampler,
-                               opts["anneal_fractions"])
+                               opts["anneal_fractions"], tempering)
     main_init = opts["init"][0]
     res = runs[main_init]
     out, preds = _evaluate(task, spec, teacher, train, test, res, opts["chunk"], sampler.x64)
@@ -269,6 +328,7 @@ def bayes_sampling_cell(cell: Cell, opts: Mapping[str, Any]) -> dict[str, Any]:
         idata = arviz_adapter.to_inference_data(res, attrs=attrs)
         out["idata_path"] = str(arviz_adapter.write_netcdf(idata, opts["idata"]))
     out.update({
+        "sampler": opts["sampler"],
         "init": main_init, "inits": ",".join(opts["init"]),
         "chain_method_used": res.chain_method, "chains": sampler.chains,
         "adapt_used": ",".join(r.options.adapt for r in runs.values()),
@@ -303,6 +363,7 @@ def _evaluate(task: TaskConfig, spec: ModelSpec, teacher: Teacher, train: Data, 
     for name in ("r_hat_max", "ess_bulk_min", "ess_tail_min", "divergences", "grad_evals",
                  "grad_evals_warmup", "ess_per_grad", "step_size_mean"):
         out[name] = s[name]
+    out.update({k: v for k, v in (res.tempering or {}).items() if k != "sampler"})
     out["sampling_s"] = s["runtime_s"]
     out["mean_log_lik"] = mean_log_lik(spec, res, train)
     return out, pred.exact

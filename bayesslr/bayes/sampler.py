@@ -50,6 +50,9 @@ from bayesslr.core.options import Validated, option, schema_of
 from bayesslr.core.task import ConfigError, Data, Teacher
 
 INITS: tuple[str, ...] = ("teacher", "random", "anneal")
+# nuts: NUTS (NumPyro's trajectory builder); pt: parallel tempering over likelihood
+# temperatures with HMC moves (bayesslr.bayes.pt), for posteriors NUTS does not mix on
+SAMPLERS: tuple[str, ...] = ("nuts", "pt")
 CHAIN_METHODS: tuple[str, ...] = ("vectorized", "parallel", "sequential")
 ADAPTS: tuple[str, ...] = ("auto", "grad", "stan")
 MASSES: tuple[str, ...] = ("diag", "dense", "none")
@@ -138,6 +141,38 @@ def resolve_adapt(adapt: str, init: str) -> str:
 SCHEMA = schema_of(SamplerOptions, "bayes_sampling")
 
 
+@dataclass(frozen=True)
+class TemperingOptions(Validated):
+    """Parallel-tempering settings of ``sampler = "pt"`` (:func:`run_tempered`); ``chains``,
+    ``warmup`` and ``draws`` of :class:`SamplerOptions` keep their meaning (independent replica
+    systems, warm-up and sampling iterations of each).
+
+    Attributes
+    ----------
+    replicas : int
+        Temperatures per replica system (the ladder ``1 = b_0 > ... > b_{R-1} = beta_min``).
+    beta_min : float
+        Hottest inverse temperature of the likelihood, in (0, 1).
+    pt_integration_steps : int
+        Leapfrog steps of each replica's HMC move per iteration.
+    pt_max_draws : int
+        Cold draws kept per chain (thinned evenly from ``draws``).
+    """
+
+    replicas: int = option(32, low=2, high=256,
+                           doc="pt: temperatures per replica system (chains systems)")
+    beta_min: float = option(2e-3, low=0.0, high=1.0, low_open=True, high_open=True,
+                             doc="pt: hottest inverse temperature of the likelihood")
+    pt_integration_steps: int = option(20, low=1, high=1000,
+                                       doc="pt: leapfrog steps of each HMC move")
+    pt_max_draws: int = option(2000, low=4, high=10**6,
+                               doc="pt: cold draws kept per chain (thinned evenly)")
+
+
+TEMPERING_SCHEMA = schema_of(TemperingOptions, "bayes_sampling")
+PT_CHUNK = 10  # PT iterations per compiled call
+
+
 class SampleResult(NamedTuple):
     """Draws, sample statistics and diagnostics of one NUTS run.
 
@@ -188,6 +223,7 @@ class SampleResult(NamedTuple):
     divergences: int
     runtime_s: float
     options: SamplerOptions
+    tempering: dict[str, Any] | None = None
 
     @property
     def ess_per_grad(self) -> float:
@@ -213,6 +249,7 @@ class SampleResult(NamedTuple):
             "ess_per_grad": self.ess_per_grad, "runtime_s": self.runtime_s,
             "step_size_mean": float(np.mean(self.step_size)),
             "log_density_mean": float(np.mean(self.log_density)),
+            **(self.tempering or {}),
         }
 
 
@@ -291,6 +328,66 @@ def run_nuts(key: PRNGKey, spec: ModelSpec, data: Data, options: SamplerOptions,
         ess_tail_min=diag["ess_tail_min"], divergences=int(div.sum()), runtime_s=runtime,
         options=replace(opts, chain_method=method, adapt=adapt),
     )
+
+
+def check_tempered(options: SamplerOptions, init: str) -> None:
+    """Refuse (:class:`ConfigError`, one line) what ``sampler = "pt"`` cannot run."""
+    if init not in ("teacher", "random"):
+        raise ConfigError(f"init={init} is not available with sampler=pt; allowed: teacher, "
+                          "random (tempering is its own annealing)")
+    if options.x64:
+        raise ConfigError("x64=true is not available with sampler=pt; allowed: x64=false "
+                          "(parallel tempering runs in float32)")
+    if options.model != "marginal":
+        raise ConfigError(f"model={options.model} is not available with sampler=pt; allowed: "
+                          "model=marginal")
+
+
+def run_tempered(key: PRNGKey, spec: ModelSpec, data: Data, options: SamplerOptions,
+                 tempering: TemperingOptions, *, init: str,
+                 teacher: Teacher | None = None) -> SampleResult:
+    """Parallel tempering (:func:`bayesslr.bayes.pt.run_pt`) as a ``bayes_sampling`` run.
+
+    ``options.chains`` independent replica systems of ``tempering.replicas`` temperatures,
+    ``options.warmup`` then ``options.draws`` iterations each (rounded up to whole compiled
+    chunks of :data:`PT_CHUNK`); the draws are the cold (``b = 1``) slot's, thinned to
+    ``tempering.pt_max_draws`` per chain. ``init="teacher"`` starts every replica at the
+    teacher (the cold chain is at equilibrium from step 0, as for NUTS); ``"random"`` each at
+    its own prior draw. R-hat and ESS are over the chains' cold draws; the result's
+    ``tempering`` holds the swap rates, round trips, ladder and iteration counts.
+    """
+    from bayesslr.bayes.pt import run_pt
+
+    check_tempered(options, init)
+    C, R, n = options.chains, tempering.replicas, tempering.pt_integration_steps
+    D = data.X.shape[-1]
+    per_iter = C * R * n
+    warm = -(-options.warmup // PT_CHUNK) * PT_CHUNK
+    draws = -(-options.draws // PT_CHUNK) * PT_CHUNK
+    start = None
+    if init == "teacher":
+        if teacher is None:
+            raise ConfigError("init='teacher' needs the teacher; allowed without it: random")
+        start = {n_: np.broadcast_to(np.asarray(getattr(teacher, n_), np.float32),
+                                     (C, R, D)) for n_ in ("k", "v")}
+    t0 = time.perf_counter()
+    r = run_pt(key, spec, data, budget=per_iter * (1 + warm + draws), start=start, chains=C,
+               replicas=R, beta_min=tempering.beta_min, integration_steps=n, chunk=PT_CHUNK,
+               max_draws=tempering.pt_max_draws, warmup_budget=per_iter * (1 + warm))
+    runtime = time.perf_counter() - t0
+    S = r.k.shape[1]
+    thin = max(1, -(-(r.iterations - r.warmup_done) // max(S, 1)))
+    return SampleResult(
+        k=r.k, v=r.v, log_density=np.full((C, S), np.nan), diverging=np.zeros((C, S), bool),
+        num_steps=np.full((C, S), n * thin, np.int64),
+        step_size=np.full(C, float(r.step_size[0])), init=init, chain_method="vectorized",
+        grad_evals=r.grad_evals, grad_evals_warmup=r.grad_evals_warmup,
+        r_hat_max=r.r_hat_max, ess_bulk_min=r.ess_bulk_min, ess_tail_min=r.ess_tail_min,
+        divergences=0, runtime_s=runtime,
+        options=replace(options, chain_method="vectorized"),
+        tempering={"sampler": "pt", **r.tempering_summary(), "iterations": r.iterations,
+                   "warmup_done": r.warmup_done, "draws_kept": S, "thin": thin,
+                   "compile_s": r.compile_s})
 
 
 def _run(key: PRNGKey, spec: ModelSpec, data: Data, opts: SamplerOptions, method: str,

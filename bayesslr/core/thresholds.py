@@ -56,6 +56,15 @@ CONVERGENCE: dict[str, Convergence] = {
 }
 
 
+# parallel tempering (bayesslr.bayes.pt), on top of its row's R-hat and ESS rule: every pair of
+# neighbouring temperatures swaps at least this often in the sampling phase (below it the ladder
+# is cut in two and the cold chain never sees the hot end), and the cold slot's state makes at
+# least this many round trips b = 1 -> beta_min -> b = 1 per independent replica system
+# (without one, tempering did not act and the run is plain HMC from its start)
+PT_SWAP_RATE_MIN = 0.1
+PT_ROUND_TRIPS_PER_CHAIN_MIN = 1
+
+
 def digits(*values: float, at_least: int = 3) -> int:
     """Significant digits that print distinct values distinctly (at least ``at_least``, at
     most 10): a comparison never shows two equal numbers for two different values."""

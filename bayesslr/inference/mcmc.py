@@ -61,7 +61,7 @@ from bayesslr.bayes.nuts import (
     over_chains,
     potential_fn_gen,
 )
-from bayesslr.core.jaxconfig import Array, PRNGKey
+from bayesslr.core.jaxconfig import AOT_CACHE, Array, PRNGKey
 from bayesslr.core.task import Data, fields
 
 MCMC_ALGORITHMS: tuple[str, ...] = ("nuts", "hmc", "gibbs", "dgibbs")
@@ -254,28 +254,6 @@ def _dgibbs_functions(variant: str, s: MCMCSettings) -> _Compiled:
     return _Compiled(over_chains(init_one, (0, 0, None, 0)), over_chains(chunk_one, (0, None)))
 
 
-class _AOT:
-    """Ahead-of-time compiled callables, keyed by argument shapes; compile time accumulated."""
-
-    def __init__(self) -> None:
-        self.cache: dict[Any, Any] = {}
-        self.compile_s = 0.0
-
-    def __call__(self, name: str, fn, *args, static: tuple = ()):
-        leaves, tree = jax.tree.flatten(args)
-        sig = (name, id(fn), static, tree,
-               tuple((jnp.shape(a), str(jnp.result_type(a))) for a in leaves))
-        exe = self.cache.get(sig)
-        if exe is None:
-            t0 = time.perf_counter()
-            exe = fn.lower(*args, *static).compile()
-            self.compile_s += time.perf_counter() - t0
-            self.cache[sig] = exe
-        return exe(*args)
-
-
-# one AOT cache per process (compiled executables are reused across cells of one shape)
-_AOT_CACHE = _AOT()
 
 
 def run_mcmc(key: PRNGKey, spec: ModelSpec, data: Data, settings: MCMCSettings, *,
@@ -304,7 +282,7 @@ def run_mcmc(key: PRNGKey, spec: ModelSpec, data: Data, settings: MCMCSettings, 
     """
     s = settings
     fns = _functions(spec.variant, s)
-    aot = _AOT_CACHE
+    aot = AOT_CACHE
     c0 = aot.compile_s
     C = s.chains
     args = model_args(spec, data, jnp.float32, weights)

@@ -5,7 +5,7 @@ the sweep's dataset indexes results by method, not by options, so every configur
 on the leaderboard is its own method. Algorithms: ``nuts``, ``hmc``, ``gibbs``, ``dgibbs``
 (:mod:`bayesslr.inference.mcmc`), ``advi``, ``lowrank``, ``map`` (:mod:`bayesslr.inference.vi`)
 ``smc`` (BlackJAX's adaptive tempered SMC, :mod:`bayesslr.inference.smc`, optional extra) and
-``pt`` (parallel tempering with HMC moves, :mod:`bayesslr.inference.pt`).
+``pt`` (parallel tempering with HMC moves, :mod:`bayesslr.bayes.pt`).
 Starts: ``teacher``, ``random``, ``anneal`` (samplers), ``teacher``, ``random`` (VI, MAP),
 ``prior`` (SMC). Budgets: the tiers of :data:`BUDGET_TIERS`, in gradient evaluations.
 
@@ -28,7 +28,7 @@ reference predictions where the task is in the reference set), its own diagnosti
 * ``map``: RMS gradient per coordinate ``< gtol``;
 * ``smc``: ``lambda = 1`` reached and the smallest mutation acceptance ``>= SMC_ACCEPT_MIN``;
 * ``pt``: the samplers' R-hat and ESS rule on the ``b = 1`` draws, and every neighbouring swap
-  rate ``>= PT_SWAP_MIN``.
+  rate ``>= PT_SWAP_RATE_MIN``.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from bayesslr.bayes.model import model_spec
 from bayesslr.bayes.sampler import init_params
 from bayesslr.core.options import Opt, Schema
 from bayesslr.core.task import ConfigError, algorithm_key
-from bayesslr.core.thresholds import CONVERGENCE, num
+from bayesslr.core.thresholds import CONVERGENCE, PT_SWAP_RATE_MIN, num
 from bayesslr.inference import ground_truth as ref
 from bayesslr.inference.evaluate import score_draws_on_data, task_data
 from bayesslr.inference.mcmc import MCMC_ALGORITHMS, MCMCSettings, run_mcmc
@@ -54,13 +54,12 @@ from bayesslr.inference.vi import VI_ALGORITHMS, run_vi
 from bayesslr.registry import Cell, PlotStyle, ReportRole, Resources, common, outputs, register
 
 SMC_ALGORITHMS: tuple[str, ...] = ("smc",)
-PT_ALGORITHMS: tuple[str, ...] = ("pt",)  # parallel tempering, bayesslr.inference.pt
+PT_ALGORITHMS: tuple[str, ...] = ("pt",)  # parallel tempering, bayesslr.bayes.pt
 ALGORITHMS: tuple[str, ...] = MCMC_ALGORITHMS + VI_ALGORITHMS + SMC_ALGORITHMS + PT_ALGORITHMS
 BUDGET_TIERS: tuple[str, ...] = ("1e3", "3e3", "1e4", "3e4", "1e5", "3e5", "1e6", "3e6")
 RHAT_MAX = CONVERGENCE["inference"].r_hat_max  # bayesslr.core.thresholds: why looser
 ESS_MIN = CONVERGENCE["inference"].ess_min
 SMC_ACCEPT_MIN = 0.2
-PT_SWAP_MIN = 0.1
 
 _COMMON_OPTS = ("n_test", "reference", "chunk_predict")
 _MCMC_OPTS = ("chains", "warmup", "warmup_fraction", "target_accept", "chunk", "max_draws",
@@ -392,7 +391,7 @@ def _run_smc(key, alg: str, spec, data, opts: dict[str, Any], budget: int
 
 def _run_pt(key, alg, spec, data, opts: dict[str, Any], budget: int
             ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
-    from bayesslr.inference.pt import run_pt
+    from bayesslr.bayes.pt import run_pt
 
     del alg  # one PT algorithm; the runners' contract passes it
     r = run_pt(key, spec, data.train, budget=budget, chains=opts["pt_chains"],
@@ -402,9 +401,9 @@ def _run_pt(key, alg, spec, data, opts: dict[str, Any], budget: int
                max_draws=opts["max_draws"])
     why = []
     why += _chain_checks(r)
-    low = np.flatnonzero(~(r.swap_rates >= PT_SWAP_MIN))
+    low = np.flatnonzero(~(r.swap_rates >= PT_SWAP_RATE_MIN))
     if low.size:
-        why.append(f"swap rate below {PT_SWAP_MIN} at pairs {low.tolist()}")
+        why.append(f"swap rate below {PT_SWAP_RATE_MIN} at pairs {low.tolist()}")
     conv = not why
     reason = "; ".join(why) if why else (
         f"r_hat_max {r.r_hat_max:.3f} <= {RHAT_MAX}, ess_bulk_min {r.ess_bulk_min:.0f} >= "
@@ -413,16 +412,11 @@ def _run_pt(key, alg, spec, data, opts: dict[str, Any], budget: int
     diag = {"grad_evals": r.grad_evals, "grad_evals_warmup": r.grad_evals_warmup,
             "compile_s": r.compile_s, "run_s": r.run_s, "iterations": r.iterations,
             "warmup_done": r.warmup_done, "draws_kept": int(r.k.shape[1]),
-            "chains": int(r.k.shape[0]), "replicas": int(r.betas.size),
+            "chains": int(r.k.shape[0]),
             "step_size": float(r.step_size[0]), "accept_prob": float(r.accept[0]),
             "r_hat_max": r.r_hat_max, "ess_bulk_min": r.ess_bulk_min,
             "ess_tail_min": r.ess_tail_min, "divergences": 0,
-            "swap_rate_min": float(np.nanmin(r.swap_rates)) if r.swap_rates.size else math.nan,
-            "swap_rate_mean": float(np.nanmean(r.swap_rates)) if r.swap_rates.size else math.nan,
-            "round_trips": r.round_trips,
-            "ladder": ",".join(f"{b:.4g}" for b in r.betas),
-            "swap_rates": ",".join(f"{a:.3f}" for a in r.swap_rates),
-            "converged": conv, "reason": reason}
+            **r.tempering_summary(), "converged": conv, "reason": reason}
     return r.k.reshape(-1, D), r.v.reshape(-1, D), diag
 
 

@@ -38,9 +38,8 @@ import numpy as np
 
 from bayesslr.bayes.model import ModelSpec
 from bayesslr.bayes.nuts import model_args, potential_fn_gen
-from bayesslr.core.jaxconfig import PRNGKey
+from bayesslr.core.jaxconfig import AOT_CACHE, PRNGKey
 from bayesslr.core.task import ConfigError, Data
-from bayesslr.inference.mcmc import _AOT_CACHE
 
 EXTRA = "blackjax"
 
@@ -158,7 +157,7 @@ def run_smc(key: PRNGKey, spec: ModelSpec, data: Data, *, budget: int,
     state = blackjax.adaptive_tempered_smc.init(init)
     eps = jnp.asarray(step_size, jnp.float32)
     inv_mass = jnp.ones((2 * D,), jnp.float32)
-    aot = _AOT_CACHE
+    aot = AOT_CACHE
     c0 = aot.compile_s
     t0 = time.perf_counter()
     used, lam, sched, accs, logz, rejuv = P, 0.0, [], [], 0.0, 0

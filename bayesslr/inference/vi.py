@@ -51,9 +51,8 @@ from numpyro.optim import optax_to_numpyro
 
 from bayesslr.bayes.model import MODELS, ModelSpec
 from bayesslr.bayes.nuts import model_args, potential_fn_gen
-from bayesslr.core.jaxconfig import Array, PRNGKey
+from bayesslr.core.jaxconfig import AOT_CACHE, Array, PRNGKey
 from bayesslr.core.task import Data
-from bayesslr.inference.mcmc import _AOT_CACHE
 
 VI_ALGORITHMS: tuple[str, ...] = ("advi", "lowrank", "map")
 VI_RTOL = 1e-3
@@ -153,7 +152,7 @@ def run_vi(key: PRNGKey, spec: ModelSpec, data: Data, guide_kind: str, *, budget
               Trace_ELBO(num_particles=num_particles))
     args = model_args(spec, data)
     k_init, k_pred = jax.random.split(key)
-    aot = _AOT_CACHE
+    aot = AOT_CACHE
     t0 = time.perf_counter()
     state = svi.init(k_init, *args)
 

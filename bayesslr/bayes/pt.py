@@ -50,11 +50,9 @@ from jax import lax
 
 from bayesslr.bayes import arviz_adapter
 from bayesslr.bayes.model import ModelSpec, log_lik_samples
-from bayesslr.core.jaxconfig import PRNGKey
+from bayesslr.core.jaxconfig import AOT_CACHE, PRNGKey
 from bayesslr.core.task import ConfigError, Data
-from bayesslr.inference.mcmc import _AOT_CACHE
 
-PT_ALGORITHMS: tuple[str, ...] = ("pt",)
 TARGET_ACCEPT = 0.65
 
 
@@ -95,6 +93,20 @@ class PTRun(NamedTuple):
     ess_tail_min: float
     compile_s: float
     run_s: float
+
+    def tempering_summary(self) -> dict[str, Any]:
+        """The tempering diagnostics, JSON-ready: ``swap_rate_min``, ``swap_rate_mean``,
+        ``round_trips``, ``replicas``, ``ladder`` and ``swap_rates`` (comma lists, hot end
+        last), ``hmc_accept_min`` (the lowest replica's mean HMC acceptance)."""
+        rates = self.swap_rates
+        return {
+            "swap_rate_min": float(np.nanmin(rates)) if rates.size else math.nan,
+            "swap_rate_mean": float(np.nanmean(rates)) if rates.size else math.nan,
+            "round_trips": int(self.round_trips), "replicas": int(self.betas.size),
+            "ladder": ",".join(f"{b:.4g}" for b in self.betas),
+            "swap_rates": ",".join(f"{a:.3f}" for a in rates),
+            "hmc_accept_min": float(np.nanmin(self.accept)) if self.accept.size else math.nan,
+        }
 
 
 def geometric_ladder(replicas: int, beta_min: float) -> np.ndarray:
@@ -232,7 +244,8 @@ def _chunk_fn(variant: str, n_steps: int, chunk: int, adapt: bool):
 def run_pt(key: PRNGKey, spec: ModelSpec, data: Data, *, budget: int,
            start: dict[str, Any] | None = None, chains: int = 2, replicas: int = 10,
            beta_min: float = 1e-3, integration_steps: int = 10, step_size: float = 0.05,
-           warmup_fraction: float = 0.5, chunk: int = 10, max_draws: int = 1000) -> PTRun:
+           warmup_fraction: float = 0.5, chunk: int = 10, max_draws: int = 1000,
+           warmup_budget: int | None = None) -> PTRun:
     """Parallel tempering within ``budget`` gradient evaluations (see the module doc).
 
     Parameters
@@ -240,6 +253,9 @@ def run_pt(key: PRNGKey, spec: ModelSpec, data: Data, *, budget: int,
     start : dict, optional
         ``{"k": (chains, replicas, D), "v": ...}``; default: every replica of every chain from
         its own prior draw (a random start).
+    warmup_budget : int, optional
+        Gradient evaluations of the warm-up (the starting gradients included); default
+        ``warmup_fraction * budget``.
     """
     for nm, val, lo in (("chains", chains, 1), ("replicas", replicas, 1),
                         ("integration_steps", integration_steps, 1), ("chunk", chunk, 1)):
@@ -263,7 +279,7 @@ def run_pt(key: PRNGKey, spec: ModelSpec, data: Data, *, budget: int,
     else:
         x = jnp.concatenate([jnp.asarray(start["k"], jnp.float32).reshape(C, R, D),
                              jnp.asarray(start["v"], jnp.float32).reshape(C, R, D)], axis=-1)
-    aot = _AOT_CACHE
+    aot = AOT_CACHE
     c0 = aot.compile_s
     t_start = time.perf_counter()
     run_w, init = _chunk_fn(spec.variant, n_steps, int(chunk), True)
@@ -275,7 +291,7 @@ def run_pt(key: PRNGKey, spec: ModelSpec, data: Data, *, budget: int,
     used = per_iter  # the starting gradients
     t = 0
     # warm-up: rounds of doubling length (in chunks), ladder and mass re-placed after each
-    warm_budget = int(warmup_fraction * budget)
+    warm_budget = int(warmup_fraction * budget) if warmup_budget is None else int(warmup_budget)
     round_len = 1
     while used + per_iter * chunk <= warm_budget:
         n_chunks = 0
