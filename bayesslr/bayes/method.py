@@ -72,8 +72,9 @@ ESS_PER_CHAIN_MIN = CONVERGENCE["bayes_sampling"].ess_min
 
 SCHEMA = SAMPLER_SCHEMA + TEMPERING_SCHEMA + (
     Opt("sampler", "nuts", "choice", choices=SAMPLERS,
-        doc="nuts (NUTS), or pt (parallel tempering over likelihood temperatures with HMC "
-            "moves: chains replica systems of replicas temperatures; docs/sampling.md)"),
+        doc="The sampler: nuts (NUTS), or pt (parallel tempering over likelihood "
+            "temperatures with HMC moves: chains replica systems of replicas temperatures "
+            "each; docs/sampling.md)"),
     Opt("init", ("teacher",), "choices", choices=INITS,
         doc="start(s): teacher, random, anneal; a comma list runs each (the first is reported)"),
     Opt("n_test", 10_000, "int", low=2, high=10**8, doc="fresh test inputs"),
@@ -140,8 +141,8 @@ def _memory(cell: Cell, opts: Mapping[str, Any]) -> Resources:
 # CPU-s per gradient evaluation of one replica of a PT run, per unit of N D L: all replicas of
 # all chains are one vectorised program, so the per-step overhead that dominates a NUTS
 # gradient (below) is shared; measured on the paper's alpha = 1 cells (D = 200, N = 200, L = 3,
-# 4 chains x 24-32 replicas x 20 leapfrog steps; docs/sampling.md)
-PT_CPU_S_PER_GRAD_NDL = 2.9e-10
+# 4 chains x 16-24 replicas x 20 leapfrog steps: 2.7e-10 and 2.9e-10; docs/sampling.md)
+PT_CPU_S_PER_GRAD_NDL = 2.8e-10
 
 # gradient evaluations a NUTS iteration takes per chain (the trees' size): measured on the
 # reference run's cells (D = 100, 4 chains, teacher start): 33 at alpha = 1, where the posterior
@@ -213,7 +214,8 @@ def run_start(key: jax.Array, init: str, spec: ModelSpec, teacher: Teacher, data
 
 
 @register("bayes_sampling", schema=SCHEMA, needs=("alpha", "D"),
-          description="Bayes-optimal estimator by NUTS on the data (docs/model.md §6)",
+          description="Bayes-optimal estimator by NUTS or parallel tempering on the data "
+                      "(docs/model.md §6, docs/sampling.md)",
           outputs=common("test_error", "stderr", "risk", "oracle_error", "oracle_error_stderr",
                          "excess_over_oracle", "excess_over_oracle_stderr", "m_k", "q_k",
                          "m_v", "q_v", "m_kv", "m_vk", "q_kv", "nishimori_gap", "r_hat_max",
@@ -243,8 +245,8 @@ def run_start(key: jax.Array, init: str, spec: ModelSpec, teacher: Teacher, data
                     "seed": "Seed of teacher, data and sampler."},
               flags={"idata": "--save-idata"},
               header=("variant", "L", "nu", "delta", "D", "alpha", "seed"),
-              doc="Posterior-mean (Bayes-optimal) test error by NUTS, with sampler diagnostics "
-                  "and a convergence verdict"))
+              doc="Posterior-mean (Bayes-optimal) test error by NUTS (or parallel tempering: "
+                  "--sampler pt), with sampler diagnostics and a convergence verdict"))
 def bayes_sampling_cell(cell: Cell, opts: Mapping[str, Any]) -> dict[str, Any]:
     """Registered method ``bayes_sampling``: posterior-mean (Bayes-optimal) test error by NUTS.
 

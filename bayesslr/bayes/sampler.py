@@ -159,14 +159,14 @@ class TemperingOptions(Validated):
         Cold draws kept per chain (thinned evenly from ``draws``).
     """
 
-    replicas: int = option(32, low=2, high=256,
-                           doc="pt: temperatures per replica system (chains systems)")
+    replicas: int = option(24, low=2, high=256,
+                           doc="temperatures per replica system (sampler=pt; chains systems)")
     beta_min: float = option(2e-3, low=0.0, high=1.0, low_open=True, high_open=True,
-                             doc="pt: hottest inverse temperature of the likelihood")
+                             doc="hottest inverse temperature of the likelihood (sampler=pt)")
     pt_integration_steps: int = option(20, low=1, high=1000,
-                                       doc="pt: leapfrog steps of each HMC move")
+                                       doc="leapfrog steps of each HMC move (sampler=pt)")
     pt_max_draws: int = option(2000, low=4, high=10**6,
-                               doc="pt: cold draws kept per chain (thinned evenly)")
+                               doc="cold draws kept per chain, thinned evenly (sampler=pt)")
 
 
 TEMPERING_SCHEMA = schema_of(TemperingOptions, "bayes_sampling")
