@@ -1,6 +1,8 @@
-"""``bayesslr score-draws`` and ``bayesslr export posteriordb`` (docs/targets.md).
+"""``bayesslr targets``, ``bayesslr score-draws`` and ``bayesslr export posteriordb``
+(docs/targets.md).
 
-Not family verbs: ``score-draws`` scores draws made outside the package against a named target
+Not family verbs: ``targets`` lists the stored targets (``targets show NAME`` one of them);
+``score-draws`` scores draws made outside the package against a named target
 (:func:`bayesslr.score_draws`) and, with ``--out``, writes them as a leaderboard entry
 (:mod:`bayesslr.inference.entries`); ``export posteriordb`` writes the stored targets in
 posteriordb's layout (:mod:`bayesslr.export.posteriordb`).
@@ -121,6 +123,106 @@ def export_posteriordb(
     emit(res, as_json, title="export posteriordb")
 
 
+# what one stored target's record holds: the task, its size, the reference and its quality
+TARGET_FIELDS: tuple[str, ...] = (
+    "name", "variant", "L", "nu", "delta", "D", "alpha", "seed", "N", "dim", "n_test",
+    "reference", "bayes_error", "bayes_error_stderr", "excess_over_oracle",
+    "excess_over_oracle_stderr", "checks_passed", "r_hat_max", "ess_bulk_min", "ess_tail_min",
+    "divergences", "grad_evals", "checks")
+
+
+def target_records() -> list[dict]:
+    """One record per stored target (:data:`TARGET_FIELDS`), sorted by name, read from the
+    stored reference (no data is drawn): the task, its size (``N`` training samples, ``dim``
+    parameters), the reference's kind (``nuts_long``: long NUTS chains from the teacher on this
+    very data set) and quality (its R-hat, ESS and divergences, and whether they passed the
+    reference's checks, :data:`bayesslr.core.thresholds.CONVERGENCE` ``"reference"``)."""
+    from bayesslr.inference.ground_truth import load_inference_reference
+    from bayesslr.inference.targets import target_name
+
+    ds = load_inference_reference()
+    if ds is None:
+        return []
+    rows = []
+    for i in range(ds.sizes["task"]):
+        r = ds.isel(task=i)
+        D = int(r["D"])
+        rec = {"name": target_name(str(r["variant"].values), str(r["L"].values),
+                                   float(r["nu"]), float(r["delta"]), D, float(r["alpha"]),
+                                   int(r["seed"])),
+               "variant": str(r["variant"].values), "L": str(r["L"].values),
+               "nu": float(r["nu"]), "delta": float(r["delta"]), "D": D,
+               "alpha": float(r["alpha"]), "seed": int(r["seed"]), "N": int(r["N"]),
+               "dim": 2 * D, "n_test": int(r["n_test"]), "reference": "nuts_long",
+               "bayes_error": float(r["test_error"]), "bayes_error_stderr": float(r["stderr"]),
+               "excess_over_oracle": float(r["excess_over_oracle"]),
+               "excess_over_oracle_stderr": float(r["excess_over_oracle_stderr"]),
+               "checks_passed": bool(r["checks_passed"]), "r_hat_max": float(r["r_hat_max"]),
+               "ess_bulk_min": float(r["ess_bulk_min"]),
+               "ess_tail_min": float(r["ess_tail_min"]),
+               "divergences": int(r["divergences"]), "grad_evals": int(r["grad_evals"]),
+               "checks": str(r["checks"].values)}
+        rows.append(rec)
+    return sorted(rows, key=lambda rec: rec["name"])
+
+
+def _list_text(rows: list[dict]) -> str:
+    """The targets as a plain table that fits 80 columns (the name holds the task and its
+    size; the error's standard error and the other checks are in ``targets show`` and
+    ``--json``)."""
+    w = max([len(r["name"]) for r in rows] + [6])
+    lines = [f"{'target':<{w}} {'N':>4} {'Bayes':>6} {'R-hat':>5} {'ESS':>5} ok"]
+    for r in rows:
+        lines.append(f"{r['name']:<{w}} {r['N']:>4} {r['bayes_error']:>6.4f} "
+                     f"{r['r_hat_max']:>5.3f} {r['ess_bulk_min']:>5.0f} "
+                     f"{'yes' if r['checks_passed'] else 'no'}")
+    lines += [f"{len(rows)} targets. Bayes: the Bayes-optimal test error, by long NUTS from the",
+              "teacher on each data set; R-hat, ESS (bulk) and ok: that reference's checks.",
+              "One target: bayesslr targets show NAME (docs/targets.md)."]
+    return "\n".join(lines)
+
+
+targets_app = typer.Typer(help="The inference benchmark's named targets: posteriors whose "
+                               "Bayes-optimal error is known (docs/targets.md).",
+                          invoke_without_command=True, rich_markup_mode=None)
+
+
+@targets_app.callback()
+def targets_list(ctx: typer.Context, as_json: bool = flag("--json", "Print one JSON object: "
+                                                          "{\"targets\": [records]}.")) -> None:
+    """List the stored targets: name (task and size), N, the reference's Bayes-optimal error
+    and its quality (R-hat, bulk ESS, checks passed); 'targets show NAME' for one."""
+    if ctx.invoked_subcommand is not None:
+        return
+    import json
+
+    rows = target_records()
+    if as_json:
+        print(json.dumps({"targets": rows}, allow_nan=False))
+        return
+    print(_list_text(rows))
+
+
+@targets_app.command("show")
+def targets_show(
+    name: str = typer.Argument(..., metavar="NAME", help="A target name (bayesslr targets)."),
+    as_json: bool = flag("--json", JSON_FLAG_HELP),
+) -> None:
+    """One stored target: its task, size, reference and the reference's checks."""
+    from bayesslr.inference.targets import parse_name, target_name
+
+    f = parse_name(name)  # a malformed name is one line
+    canonical = target_name(f["variant"], f["L"], f["nu"], f["delta"], f["D"], f["alpha"],
+                            f["seed"])
+    rows = {r["name"]: r for r in target_records()}
+    if canonical not in rows:
+        raise ConfigError(f"target {name!r} is not stored; allowed: a name that 'bayesslr "
+                          f"targets' lists ({len(rows)} stored; bayesslr.target() builds any "
+                          "other setting, scored against the state evolution)")
+    emit(rows[canonical], as_json, title=f"target {canonical}")
+
+
 def add_target_verbs(app: typer.Typer) -> None:
+    app.add_typer(targets_app, name="targets")
     app.command("score-draws")(score_draws_cmd)
     app.add_typer(export_app, name="export")
