@@ -535,6 +535,23 @@ def test_rhat_on_its_threshold_is_borderline_and_printed_unrounded():
     assert v.status == C.FAILS and "R-hat 1.050 > 1.01" in v.evidence
 
 
+def test_a_tempered_cell_is_judged_on_its_swaps_and_round_trips_too():
+    """A parallel-tempering cell (sampler = pt, issue 34) passes the claim only with every
+    swap rate >= 0.1 and a round trip per chain, on top of the R-hat and ESS rule; a NUTS cell
+    is not asked for either."""
+    pt = {"sampler": "pt", "swap_rate_min": 0.19, "round_trips": 8.0}
+    v = C.sampler_claims(_sampler_tree(**pt))[0]
+    assert v.status == C.HOLDS, v.evidence
+    assert "parallel tempering" in v.evidence and "swap rate 0.19 >= 0.1" in v.evidence
+    assert "8 round trips >= 2" in v.evidence
+    v = C.sampler_claims(_sampler_tree(**{**pt, "swap_rate_min": 0.05}))[0]
+    assert v.status == C.FAILS and "swap rate 0.05 < 0.1" in v.evidence
+    v = C.sampler_claims(_sampler_tree(**{**pt, "round_trips": 1.0}))[0]
+    assert v.status == C.FAILS and "1 round trips < 2" in v.evidence
+    v = C.sampler_claims(_sampler_tree())[0]
+    assert v.status == C.HOLDS and "round trips" not in v.evidence
+
+
 def test_ess_threshold_printed_per_chain():
     """Case 5 ('ESS >= 100 per chain' printed the total, '< 200'): the per-chain value is
     compared and printed, with the total beside it."""

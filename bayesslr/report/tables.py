@@ -178,7 +178,8 @@ SAMPLER_COLUMNS = ["variant", "L", "nu", "delta", "alpha", "D", "seed", "start",
                    "r_hat_max", "ess_bulk_min", "ess_tail_min", "ess_per_grad",
                    "ess_tail_per_grad", "divergences", "grad_evals", "nishimori_gap",
                    "m_k", "q_k", "m_v", "q_v", "log_lik_gap", "r_hat_max_pooled",
-                   "disagreement", "chains", "converged", "reason"]
+                   "disagreement", "chains", "converged", "reason", "sampler",
+                   "swap_rate_min", "round_trips"]
 
 
 def sampler_table(results: Results) -> pd.DataFrame:
@@ -186,7 +187,9 @@ def sampler_table(results: Results) -> pd.DataFrame:
     test error (standard error for the cell's main start only), R-hat, bulk and tail ESS
     (and per gradient evaluation), divergences, overlaps, the Nishimori gap and, on the main
     start's row, the comparison across starts (``log_lik_gap``, ``r_hat_max_pooled``,
-    ``disagreement``) and the sampler's ``converged`` verdict with its ``reason``."""
+    ``disagreement``) and the sampler's ``converged`` verdict with its ``reason``; the
+    ``sampler`` (``nuts`` or ``pt``) and, for parallel tempering, ``swap_rate_min`` and
+    ``round_trips`` (NaN for NUTS)."""
     ds = groups(results).get("bayes_sampling")
     rows = []
     if not methods_of(ds, "bayes_sampling"):
@@ -222,6 +225,10 @@ def sampler_table(results: Results) -> pd.DataFrame:
                     "nishimori_gap": get("nishimori_gap"),
                     **{k: get(k) for k in ("m_k", "q_k", "m_v", "q_v")},
                     "chains": _value(cell["chains"]) if "chains" in cell else math.nan,
+                    # cells from before the option have no sampler output: they are NUTS's
+                    "sampler": (str(cell["sampler"].values.item()) if "sampler" in cell
+                                else "") or "nuts",
+                    "swap_rate_min": get("swap_rate_min"), "round_trips": get("round_trips"),
                 })
                 if not pre:
                     row.update({k: _value(cell[k]) if k in cell else math.nan

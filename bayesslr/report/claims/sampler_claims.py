@@ -8,7 +8,11 @@ import math
 import numpy as np
 import pandas as pd
 
-from bayesslr.core.thresholds import CONVERGENCE
+from bayesslr.core.thresholds import (
+    CONVERGENCE,
+    PT_ROUND_TRIPS_PER_CHAIN_MIN,
+    PT_SWAP_RATE_MIN,
+)
 from bayesslr.report.claims.verdict import (
     FAILS,
     HOLDS,
@@ -33,8 +37,10 @@ from bayesslr.results.query import Results, groups, methods_of, select, state_ev
 RHAT_MAX = CONVERGENCE["bayes_sampling"].r_hat_max
 ESS_PER_CHAIN_MIN = CONVERGENCE["bayes_sampling"].ess_min
 SAMPLER_CLAIMS = (
-    f"teacher-started NUTS chains pass the convergence checks (R-hat <= {RHAT_MAX}, bulk and "
-    f"tail ESS >= {ESS_PER_CHAIN_MIN:g} per chain, no divergence) at the settings run",
+    f"teacher-started chains pass the convergence checks (R-hat <= {RHAT_MAX}, bulk and "
+    f"tail ESS >= {ESS_PER_CHAIN_MIN:g} per chain, no divergence; for parallel tempering also "
+    f"every swap rate >= {PT_SWAP_RATE_MIN:g} and {PT_ROUND_TRIPS_PER_CHAIN_MIN} round trip "
+    "per chain) at the settings run",
     "the posterior mean satisfies the Nishimori identity m = q at the settings run",
     "random and annealed starts reach the teacher-started posterior at the settings run (no "
     "trapping; the teacher is an exact posterior draw, so R-hat from teacher starts alone "
@@ -125,7 +131,19 @@ def _convergence_point(r: pd.Series, pre: str = "") -> tuple[str, str]:
     checks.append((HOLDS if div == 0 else FAILS if div > 0 else
                    undecided("needs the divergence count (missing)"),
                    f"{div:.0f} divergences"))
+    if r.get("sampler", "nuts") == "pt":
+        sw, trips = r.swap_rate_min, r.round_trips
+        need = PT_ROUND_TRIPS_PER_CHAIN_MIN * chains
+        checks.append((HOLDS if sw >= PT_SWAP_RATE_MIN else FAILS if sw < PT_SWAP_RATE_MIN
+                       else undecided("needs the swap rates (missing)"),
+                       f"swap rate {num(sw, PT_SWAP_RATE_MIN)} "
+                       f"{'>=' if sw >= PT_SWAP_RATE_MIN else '<'} "
+                       f"{PT_SWAP_RATE_MIN:g}"))
+        checks.append((HOLDS if trips >= need else FAILS if trips < need
+                       else undecided("needs the round trips (missing)"),
+                       f"{trips:.0f} round trips {'>=' if trips >= need else '<'} {need:.0f}"))
     st = combine([c[0] for c in checks])
+    pre = f"{pre}, parallel tempering" if r.get("sampler", "nuts") == "pt" else pre
     return st, (f"{setting_text(r, alpha=True)} D={r.D}{pre}: " + ", ".join(c[1] for c in checks)
                 + f" ({r.ess_per_grad:.2g}/{r.ess_tail_per_grad:.2g} bulk/tail ESS per "
                 "gradient)")
