@@ -13,14 +13,21 @@ Prior ``k, v ~ N(0, I_D)``. Likelihood with the hidden location summed out:
 ``chi_l = x_l.k / sqrt(D)``, ``z_l = x_l.v / sqrt(D)`` and ``a_l = sqrt(nu) chi_l - nu |k|^2 /
 (2 D)`` (spiked) or ``a_l = log L_i + nu chi_l - logsumexp_l' nu chi_l'`` (max). The token base
 measure, free of ``(k, v)``, is left out. This is the log density bayesslr's NUTS samples.
+
+PyMC and PyTensor are imported when ``model`` is called, so that importing this module (a
+doctest run over the package, ``bayesslr export posteriordb``) needs neither.
 """
 
 import numpy as np
-import pymc as pm
-import pytensor.tensor as pt
 
 
 def model(data):
+    try:
+        import pymc as pm
+        import pytensor.tensor as pt
+    except ImportError as exc:
+        raise ImportError(f"slr_pymc.model needs PyMC and PyTensor ({exc}); install them: "
+                          "pip install pymc") from None
     X = np.asarray(data["X"], dtype="float64")
     n, L, D = X.shape
     mask = np.asarray(data["mask"], dtype="float64").reshape(n, L)
