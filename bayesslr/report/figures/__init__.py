@@ -35,14 +35,15 @@ from collections.abc import Callable
 import xarray as xr
 from matplotlib.figure import Figure
 
-from bayesslr.report.figures.error_vs_alpha import error_vs_alpha
+from bayesslr.report.figures.error_vs_alpha import error_vs_alpha, excess_vs_alpha
 from bayesslr.report.figures.gd_trajectories import gd_trajectories
 from bayesslr.report.figures.population_risk import population_vs_L, population_vs_nu
 from bayesslr.report.figures.sampler_health import sampler_diagnostics, sampler_starts
 from bayesslr.report.figures.style import NothingToPlot
 from bayesslr.results.query import Results
 
-__all__ = ["FIGURES", "THEMES", "NothingToPlot", "draw", "error_vs_alpha", "gd_trajectories",
+__all__ = ["FIGURES", "THEMES", "NothingToPlot", "draw", "error_vs_alpha", "excess_vs_alpha",
+           "gd_trajectories",
            "is_reference", "population_vs_L", "population_vs_nu", "sampler_diagnostics",
            "sampler_starts"]
 
@@ -75,6 +76,7 @@ def draw(which: str | Callable[[Results], Figure], results: Results) -> Figure:
 FIGURES: dict[str, Callable[[Results], Figure]] = {
     "population_vs_nu": population_vs_nu,
     "population_vs_L": population_vs_L,
+    "excess_vs_alpha": excess_vs_alpha,
     "error_vs_alpha": error_vs_alpha,
     "gd_trajectories": gd_trajectories,
     "sampler_diagnostics": sampler_diagnostics,
@@ -84,7 +86,7 @@ FIGURES: dict[str, Callable[[Results], Figure]] = {
 # the figures each report notebook draws (``bayesslr report`` draws them all)
 THEMES: dict[str, tuple[str, ...]] = {
     "population": ("population_vs_nu", "population_vs_L"),
-    "finite_sample": ("error_vs_alpha",),
+    "finite_sample": ("excess_vs_alpha", "error_vs_alpha"),
     "dynamics": ("gd_trajectories",),
     "sampler_health": ("sampler_diagnostics", "sampler_starts"),
 }

@@ -64,25 +64,29 @@ def finite_sample_groups(results: Results) -> dict[str, xr.Dataset]:
     return out
 
 
-def draw_state_evolution(ax: Axes, se: Mapping[str, np.ndarray]) -> None:
+def draw_state_evolution(ax: Axes, se: Mapping[str, np.ndarray],
+                         shift: tuple[float, float] = (0.0, 0.0), suffix: str = "") -> None:
+    """The state evolution of one setting; ``shift = (value, its se)`` is subtracted (the
+    Bayes risk, for the excess view: the band then holds both errors) and ``suffix`` added to
+    the labels."""
     x, ok = se["alpha"], np.isfinite(se["best"])
     st = style("theory_bayes")
-    ax.plot(x[ok], se["best"][ok], st.linestyle, color=st.color_for("theory_bayes"), lw=2,
-            label=st.label_for("theory_bayes"), zorder=st.zorder)
-    ax.fill_between(x[ok], (se["best"] - se["se"])[ok], (se["best"] + se["se"])[ok],
-                    color="k", alpha=0.15, lw=0)
+    best = se["best"] - shift[0]
+    band = np.hypot(se["se"], shift[1])
+    ax.plot(x[ok], best[ok], st.linestyle, color=st.color_for("theory_bayes"), lw=2,
+            label=st.label_for("theory_bayes") + suffix, zorder=st.zorder)
+    ax.fill_between(x[ok], (best - band)[ok], (best + band)[ok], color="k", alpha=0.15, lw=0)
     bad = ok & np.asarray(se.get("flagged", np.zeros(x.shape, bool)), bool)
     if bad.any():
-        draw_flagged(ax, x[bad], se["best"][bad], se["se"][bad], "o",
-                      st.label_for("theory_bayes"), ms=6)
+        draw_flagged(ax, x[bad], best[bad], band[bad], "o", st.label_for("theory_bayes"), ms=6)
         note_flagged(ax, "theory_bayes", se.get("reasons", []))
     differ = np.nan_to_num(se["differ"]) > 0.5
     if differ.any():
         for name, ls, lab in (("informed", "-", "SE from the informed start"),
                               ("uninformed", "--", "SE from the uninformed start")):
-            y = se[name]
+            y = se[name] - shift[0]
             good = np.isfinite(y)
-            ax.plot(x[good], y[good], ls, color="0.35", lw=1.2, label=lab, zorder=2)
+            ax.plot(x[good], y[good], ls, color="0.35", lw=1.2, label=lab + suffix, zorder=2)
     for lo, hi in hard_windows(x, np.nan_to_num(se["hard"])):
         ax.axvspan(lo, hi, color="C1", alpha=0.15, lw=0,
                    label="hard phase of the state evolution")
@@ -104,15 +108,18 @@ def with_flags(se: dict[str, np.ndarray] | None, ds: xr.Dataset | None
 
 
 def _draw_markers(ax: Axes, ds: xr.Dataset, m: str, theory: xr.Dataset | None = None,
-                  dodge: tuple[int, int, float] | None = None) -> None:
+                  dodge: tuple[int, int, float] | None = None, var: str = "test_error"
+                  ) -> None:
     """One marker family at every size it ran; ``dodge = (first slot, slots, unit)`` shifts
     each (method, size) series by ``unit`` along ``alpha`` so that series of a panel with
-    equal values stand side by side (default: 2.5% of ``alpha`` between sizes)."""
+    equal values stand side by side (default: 2.5% of ``alpha`` between sizes). ``var`` is
+    the quantity drawn (``test_error``, with the sampler's oracle beside it, or
+    ``excess_over_oracle``)."""
     st = style(m)
     sizes = sizes_of(ds, m)
     for i, size in enumerate(sizes):
         sub = ds.sel({"method": m, **size})
-        mean, sem = stats_of(sub, theory=theory)
+        mean, sem = stats_of(sub, var, theory=theory)
         mean, sem = mean.squeeze(drop=True), sem.squeeze(drop=True)
         if mean.ndim != 1 or "alpha" not in mean.dims or not _finite(mean):
             continue
@@ -136,7 +143,8 @@ def _draw_markers(ax: Axes, ds: xr.Dataset, m: str, theory: xr.Dataset | None = 
         if bad.any():
             draw_flagged(ax, xj[bad], y[bad], e[bad], st.marker, lab, ms=4 + 3 * rank)
             note_flagged(ax, m.split(":")[0], flag_reasons(sub))
-        if "oracle_error" in sub and m.split(":")[0] == "bayes_sampling":
+        if var == "test_error" and "oracle_error" in sub and \
+                m.split(":")[0] == "bayes_sampling":
             om, os_ = stats_of(sub, "oracle_error")
             om, os_ = om.squeeze(drop=True), os_.squeeze(drop=True)
             if om.ndim == 1 and _finite(om):
@@ -148,14 +156,18 @@ def _draw_markers(ax: Axes, ds: xr.Dataset, m: str, theory: xr.Dataset | None = 
                             + (f", {size_label(size)}" if len(sizes) > 1 else ""))
 
 
-def _draw_line(ax: Axes, ds: xr.Dataset, m: str) -> None:
+def _draw_line(ax: Axes, ds: xr.Dataset, m: str, shift: tuple[float, float] = (0.0, 0.0),
+               suffix: str = "") -> None:
+    """A theory line at its largest size; ``shift = (value, its se)`` subtracted (the Bayes
+    risk, for the excess view) and ``suffix`` added to the label."""
     st = style(m)
     sub = largest_size(ds, m)
     mean, sem = stats_of(sub)
     mean, sem = mean.squeeze(drop=True), sem.squeeze(drop=True)
     if mean.ndim != 1 or "alpha" not in mean.dims or not _finite(mean):
         return
-    x, y, e = mean["alpha"].values, mean.values, np.nan_to_num(sem.values)
+    x = mean["alpha"].values
+    y, e = mean.values - shift[0], np.hypot(np.nan_to_num(sem.values), shift[1])
     ok = np.isfinite(y)
     lam = ""
     if "lam" in ds.dims:
@@ -165,7 +177,7 @@ def _draw_line(ax: Axes, ds: xr.Dataset, m: str) -> None:
                 zip(ds["lam"].values.tolist(), finite, strict=True) if f]
         lam = (f", \u03bb={vals[0]}" if len(vals) == 1 and vals[0] not in TUNED_LABELS
                else ", \u03bb optimal")
-    ax.plot(x[ok], y[ok], st.linestyle, color=color_of(m), label=label_of(m) + lam,
+    ax.plot(x[ok], y[ok], st.linestyle, color=color_of(m), label=label_of(m) + lam + suffix,
             lw=2 if st.color == "k" else 1.6, zorder=st.zorder, marker="." if ok.sum() < 4
             else None)
     ax.fill_between(x[ok], (y - e)[ok], (y + e)[ok], color=color_of(m), alpha=0.15, lw=0)
@@ -211,20 +223,12 @@ def bayes_risk_line(results: Results, sel: Mapping[str, object]
         return None
 
 
-def error_vs_alpha(results: Results) -> Figure:
-    """Test excess error against ``alpha``, one panel per (variant, L, nu, delta): the
-    Bayes-optimal state evolution (both branches where they differ, the hard window shaded),
-    replica lines (``theory_erm:*`` at their optimal ``lam`` or the ``lam`` run), finite-``D``
-    markers with error bars at every size run (``erm:*`` at the ``lam`` chosen without the
-    test data, ``bayes_sampling`` with its oracle, ``amp``, ...) and the Bayes risk
-    (``population:bayes``, the ``alpha -> inf`` limit; computed here when the results lack
-    it) in every panel; each family drawn with its registry plot style; flagged cells hollow
-    grey."""
+def _panels(results: Results) -> list[tuple]:
+    """``(setting, its groups, the Bayes risk line)`` per panel of the finite-sample figures."""
     fams = finite_sample_groups(results)
     if not fams:
         raise NothingToPlot("no finite-sample method (erm, theory_erm, bayes_sampling, "
                             "theory_bayes, ...) in the results")
-    theory_all = groups(results).get("theory_erm")
     panels = []
     for sel in settings(fams.values(), keep=("alpha",)):
         subs = {f: s for f, ds in fams.items() if (s := select(ds, sel)) is not None}
@@ -233,37 +237,87 @@ def error_vs_alpha(results: Results) -> Figure:
             panels.append((sel, subs, bayes_risk_line(results, sel)))
     if not panels:
         raise NothingToPlot("no setting has finite-sample results")
-    fig, axes = panel_grid(len(panels), cols=3, width=5.0, height=4.0)
-    for ax, (sel, subs, limit) in zip(axes, panels, strict=True):
-        theory = select(theory_all, sel) if theory_all is not None else None
-        # every marker series of the panel (method x size) side by side, 1.2% of the alpha
-        # range apart: estimators with equal errors at small alpha would hide each other
-        series = [(f, m) for f, sub in subs.items() for m in methods_of(sub, f)
-                  if f != "theory_bayes" and style(m).kind != "line"]
-        slots = [len(sizes_of(subs[f], m)) for f, m in series]
-        alphas = np.concatenate([np.asarray(sub["alpha"].values, float)
-                                 for sub in subs.values() if "alpha" in sub.dims])
-        unit = 0.012 * float(np.ptp(alphas)) if alphas.size > 1 else 0.0
-        for fam, sub in subs.items():
-            for m in methods_of(sub, fam):
-                if fam == "theory_bayes":
-                    se = with_flags(state_evolution_lines(sub), sub)
-                    if se is not None:
-                        draw_state_evolution(ax, se)
-                elif style(m).kind == "line":
-                    _draw_line(ax, sub, m)
-                else:
-                    k = series.index((fam, m))
-                    _draw_markers(ax, sub, m, theory, (sum(slots[:k]), sum(slots), unit))
+    return panels
+
+
+def _draw_panel(ax: Axes, results: Results, sel: Mapping[str, object],
+                subs: Mapping[str, xr.Dataset], limit: tuple | None, *, excess: bool) -> None:
+    """One setting: theories as lines, finite-size estimators as markers side by side (1.2% of
+    the ``alpha`` range apart, so that equal errors do not hide each other), the Bayes risk;
+    ``excess``: every theory less the Bayes risk and every estimator's paired excess over its
+    oracle (the view the verdicts judge)."""
+    theory_all = groups(results).get("theory_erm")
+    theory = select(theory_all, sel) if theory_all is not None else None
+    series = [(f, m) for f, sub in subs.items() for m in methods_of(sub, f)
+              if f != "theory_bayes" and style(m).kind != "line"]
+    slots = [len(sizes_of(subs[f], m)) for f, m in series]
+    alphas = np.concatenate([np.asarray(sub["alpha"].values, float)
+                             for sub in subs.values() if "alpha" in sub.dims])
+    unit = 0.012 * float(np.ptp(alphas)) if alphas.size > 1 else 0.0
+    shift, suffix = ((limit[0], limit[1]), " − Bayes risk") if excess else ((0.0, 0.0), "")
+    var = "excess_over_oracle" if excess else "test_error"
+    for fam, sub in subs.items():
+        for m in methods_of(sub, fam):
+            if fam == "theory_bayes":
+                se = with_flags(state_evolution_lines(sub), sub)
+                if se is not None:
+                    draw_state_evolution(ax, se, shift, suffix)
+            elif style(m).kind == "line":
+                _draw_line(ax, sub, m, shift, suffix)
+            else:
+                k = series.index((fam, m))
+                _draw_markers(ax, sub, m, theory, (sum(slots[:k]), sum(slots), unit), var)
+    if excess:
+        ax.axhline(0.0, color="k", ls=":", lw=1.2, label="Bayes risk (excess 0)")
+        ax.set_ylabel("excess over the Bayes risk\n(estimators: over their oracle, paired)")
+    else:
         if limit is not None:
             ax.axhline(limit[0], color="k", ls=":", lw=1.2,
                        label="Bayes risk (\u03b1\u2192\u221e, population"
                        + (", computed by the report)" if limit[2] == "computed" else ")"))
             ax.axhspan(limit[0] - limit[1], limit[0] + limit[1], color="k", alpha=0.08, lw=0)
-        ax.set_xlabel("sample ratio \u03b1 = N/D")
-        ax.set_ylabel("test excess error")
-        ax.set_title(title_of(sel), fontsize=10)
-        ax.grid(alpha=0.3)
+        ax.set_ylabel("test excess error (raw)")
+    ax.set_xlabel("sample ratio \u03b1 = N/D")
+    ax.set_title(title_of(sel), fontsize=10)
+    ax.grid(alpha=0.3)
+
+
+def error_vs_alpha(results: Results) -> Figure:
+    """Test excess error against ``alpha``, one panel per (variant, L, nu, delta), the raw
+    view: the Bayes-optimal state evolution (both branches where they differ, the hard window
+    shaded), replica lines (``theory_erm:*`` at their optimal ``lam`` or the ``lam`` run),
+    finite-``D`` markers with error bars at every size run (``erm:*`` at the ``lam`` chosen
+    without the test data, ``bayes_sampling`` with its oracle, ``amp``, ...) and the Bayes risk
+    (``population:bayes``, the ``alpha -> inf`` limit; computed here when the results lack
+    it) in every panel; each family drawn with its registry plot style; flagged cells hollow
+    grey. Raw errors of finite-``D`` estimators and ``D -> inf`` theories are not paired: at
+    finite ``D`` a teacher's norm moves every estimator on its data, the oracle too, so a
+    marker may sit below its theory by more than its error bar; the verdicts judge
+    :func:`excess_vs_alpha`'s paired view, and the title says so."""
+    panels = _panels(results)
+    fig, axes = panel_grid(len(panels), cols=3, width=5.0, height=4.0)
+    for ax, (sel, subs, limit) in zip(axes, panels, strict=True):
+        _draw_panel(ax, results, sel, subs, limit, excess=False)
     legend_below(fig, axes)
-    figure_title(fig, "Test excess error against the sample ratio \u03b1")
+    figure_title(fig, "Test excess error against \u03b1 (raw, not paired)")
+    return fig
+
+
+def excess_vs_alpha(results: Results) -> Figure:
+    """What the finite-sample verdicts judge: each estimator's excess over its oracle (its test
+    error less the oracle's, the teacher known, on the same teacher and test set; seed mean
+    and standard error) against each theory's excess over the Bayes risk (the state
+    evolution, the replica lines, less ``alpha -> inf``'s Bayes risk, their bands holding
+    both errors), one panel per setting, the Bayes risk at 0. Pairing removes the
+    teacher-to-teacher and test-set noise that the raw view (:func:`error_vs_alpha`) keeps,
+    so a Bayes estimator sits below the state evolution only by its own Monte Carlo error. A
+    panel without a Bayes risk cannot place its theories and is left out."""
+    panels = [p for p in _panels(results) if p[2] is not None]
+    if not panels:
+        raise NothingToPlot("no setting has a Bayes risk to pair the theories with")
+    fig, axes = panel_grid(len(panels), cols=3, width=5.0, height=4.0)
+    for ax, (sel, subs, limit) in zip(axes, panels, strict=True):
+        _draw_panel(ax, results, sel, subs, limit, excess=True)
+    legend_below(fig, axes)
+    figure_title(fig, "Excess over the Bayes risk against \u03b1 (paired)")
     return fig
