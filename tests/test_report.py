@@ -294,7 +294,7 @@ def test_verdicts_give_the_known_answers(tree):
     assert erm.status == C.HOLDS and "D=100: 0.1" in erm.evidence  # the gap closes at D=400
     # the synthetic alpha = 5 sampler cell did not converge (its starts disagree): that point
     # is not judged, the alpha = 2 one holds
-    nuts = _status(fin, "the NUTS posterior mean")
+    nuts = _status(fin, "the sampled posterior mean")
     assert nuts.status == C.UNDECIDED and "not judged" in nuts.evidence
     assert "seeds not converged, flagged" in nuts.evidence and "[holds]" in nuts.evidence
     assert _status(fin, "the Bayes-optimal error decreases").status == C.HOLDS
@@ -818,7 +818,7 @@ def _nuts_tree(excess_shift: float, *, paired: bool = True) -> xr.DataTree:
 def _nuts_verdict(tree):
     from bayesslr.report.claims.finite_sample_claims import finite_sample_claims
 
-    return next(v for v in finite_sample_claims(tree) if "NUTS posterior mean" in str(v))
+    return next(v for v in finite_sample_claims(tree) if "sampled posterior mean" in str(v))
 
 
 def test_nuts_verdict_pairs_each_seed_with_its_oracle():

@@ -191,6 +191,18 @@ def _not_converged(results: Results, key: tuple) -> str:
     return f" ({bad} of {int(has.sum())} seeds not converged, flagged)" if bad else ""
 
 
+def _sampler_at(results: Results, key: tuple) -> str:
+    """``"PT"`` where a point's cells ran parallel tempering (output ``sampler``), else
+    ``"NUTS"`` (cells from before the option have no ``sampler`` output: NUTS's)."""
+    import numpy as np
+
+    sub = _nuts_at(results, key)
+    if sub is None or "sampler" not in sub:
+        return "NUTS"
+    return "PT" if "pt" in {str(x) for x in np.asarray(sub["sampler"].values).ravel()} \
+        else "NUTS"
+
+
 def _nuts_reaches_state_evolution(results: Results, t: pd.DataFrame) -> Verdict:
     """NUTS's posterior mean against the state evolution at each point both ran, NUTS at its
     largest ``D``. Judged on the paired excess: NUTS's test error less the oracle's (the
@@ -215,16 +227,17 @@ def _nuts_reaches_state_evolution(results: Results, t: pd.DataFrame) -> Verdict:
     for key, a, b in found:
         note = " (1 seed: test-set error only)" if a.seeds == 1 else ""
         flag = _not_converged(results, key)
+        who = _sampler_at(results, key)
         where = (f"{setting_text(dict(zip(SETTING, key, strict=True)), alpha=True)} "
                  f"{a['size']}{flag}: ")
-        raw = (f"NUTS {pm(a.test_error, a.se, b.test_error)}{note} vs SE "
+        raw = (f"{who} {pm(a.test_error, a.se, b.test_error)}{note} vs SE "
                f"{pm(b.test_error, b.se, a.test_error)}")
         # NUTS's excess over its oracle is the table's (its largest D); the Bayes risk pairs it
         ex, ex_se = a.excess, a.excess_se
         risk, risk_se, src = bayes_risk_line(
             results, dict(zip(SETTING[:-1], key[:-1], strict=True))) or (math.nan,) * 3
         if flag:  # a sampler that did not converge is no evidence either way
-            shown = (f"NUTS minus oracle {pm(ex, ex_se)}, SE minus Bayes risk "
+            shown = (f"{who} minus oracle {pm(ex, ex_se)}, SE minus Bayes risk "
                      f"{pm(b.test_error - risk, math.hypot(b.se, risk_se))}"
                      if math.isfinite(ex) and math.isfinite(risk) else raw)
             pts.append((undecided("needs chains that pass the convergence checks here (more "
@@ -234,17 +247,18 @@ def _nuts_reaches_state_evolution(results: Results, t: pd.DataFrame) -> Verdict:
             gaps.append(ex - th)
             computed = ", Bayes risk computed by the report" if src == "computed" else ""
             pts.append((equal(ex, ex_se, th, th_se, a.dof, b.dof, tests=tests),
-                        f"{where}NUTS minus oracle {pm(ex, ex_se, th)} vs SE minus Bayes risk "
+                        f"{where}{who} minus oracle {pm(ex, ex_se, th)} vs SE minus Bayes risk "
                         f"{pm(th, th_se, ex)} (raw: {raw}{computed})"))
         else:
             gaps.append(a.test_error - b.test_error)
             pts.append((equal(a.test_error, a.se, b.test_error, b.se, a.dof, b.dof,
                               tests=tests), f"{where}{raw} (unpaired: needs "
                         "excess_over_oracle and the Bayes risk at this setting)"))
-    if (off := offset_point(gaps, "NUTS minus SE (paired where it could be)", off_tests)):
+    if (off := offset_point(gaps, "sampler minus SE (paired where it could be)", off_tests)):
         pts.append(off)
-    return verdict_of("the NUTS posterior mean reaches the Bayes-optimal error of the state "
-                      "evolution (paired: each less its oracle, the Bayes risk)", pts,
+    return verdict_of("the sampled posterior mean (NUTS; PT where a point says so: parallel "
+                      "tempering) reaches the Bayes-optimal error of the state evolution "
+                      "(paired: each less its oracle, the Bayes risk)", pts,
                       "needs bayes_sampling and theory_bayes at a common alpha", tests=tests,
                       offsets=1)
 
