@@ -117,7 +117,8 @@ def test_second_run_is_refused_while_readers_keep_working(tmp_path, capsys):
 
 def test_temporary_files_are_unique_and_only_dead_writers_are_removed(tmp_path):
     """Case 1 (the FileNotFoundError in os.replace). Before: temporary names carried no writer
-    and ``prepare`` deleted every ``.*.tmp`` in cells/, a live writer's included."""
+    and ``prepare`` deleted every ``.*.tmp`` in cells/, a live writer's included. Since issue
+    40 (case 4) only the exact names the durable write makes for a cell file are removed."""
     store = ResultStore(tmp_path / "o")
     cfg = parse_config({"grid": [{"methods": ["sweeptest:a"], "alpha": 1}]})
     with store.lock():
@@ -129,13 +130,16 @@ def test_temporary_files_are_unique_and_only_dead_writers_are_removed(tmp_path):
                               capture_output=True, text=True, check=True).stdout.strip()
     old = time.time() - 2 * STALE_TMP_SECONDS
     cells = store.cells_dir
+    k = target.name  # a cell file's name: the temporary names made for it are removable
     files = {  # name -> (age, removed?)
-        f".k.nc.{_HOST}.{os.getppid()}.0a.tmp": (None, False),  # live writer on this host
-        f".k.nc.{_HOST}.{dead_pid}.0b.tmp": (None, True),  # its writer is gone
-        ".k.nc.otherhost.12.0c.tmp": (None, False),  # another host: judged by age
-        ".k.nc.otherhost.13.0d.tmp": (old, True),
-        ".k.nc.abcdefgh.tmp": (None, False),  # an older version's name
-        ".k.nc.ijklmnop.tmp": (old, True),
+        f".{k}.{_HOST}.{os.getppid()}.00000000000a.tmp": (None, False),  # live writer here
+        f".{k}.{_HOST}.{dead_pid}.00000000000b.tmp": (None, True),  # its writer is gone
+        f".{k}.otherhost.12.00000000000c.tmp": (None, False),  # another host: judged by age
+        f".{k}.otherhost.13.00000000000d.tmp": (old, True),
+        # issue 40, case 4: names the durable write did not make are nobody's to remove
+        f".{k}.abcdefgh.tmp": (None, False),  # an older version's name
+        f".{k}.ijklmnop.tmp": (old, False),
+        f".notes.txt.{_HOST}.{dead_pid}.00000000000e.tmp": (old, False),  # not a cell's
     }
     for name, (age, _) in files.items():
         (cells / name).write_bytes(b"partial")

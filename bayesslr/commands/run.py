@@ -38,6 +38,23 @@ def law_text(label: str) -> str:
     return f"{{{label}}}" if ":" in label else f"U{{{label}}}"
 
 
+def default_out_dir(name: str, results: Path = Path("results")) -> Path:
+    """``results/NAME``, the output directory of a sweep run without ``--out``; a ConfigError
+    unless it stays inside ``results/`` once resolved (a name with ``/``, ``..``, an absolute
+    path, or a ``results/NAME`` that is a link out of ``results/``)."""
+    bad = (not name or name in {".", ".."} or "/" in name or "\\" in name or "\x00" in name
+           or Path(name).is_absolute())
+    if not bad:
+        base = results.resolve()
+        target = (results / name).resolve()
+        bad = target.parent != base
+    if bad:
+        raise ConfigError(f"name={name!r} does not name a directory inside results/ (the "
+                          "default output directory results/NAME); allowed: a name without "
+                          "'/', '\\' or '..' that is not a link out of results/, or --out DIR")
+    return results / name
+
+
 def run_sweep_verb(
     preset: str = typer.Option(None, "--preset", metavar="NAME",
                                help="built-in sweep (see 'presets'); default: quick"),
@@ -84,7 +101,7 @@ def run_sweep_verb(
     executor = make_executor(workers, scheduler, scheduler_security)  # nothing started
     load_plugins(plugin_names())
     cfg = load_config(config) if config is not None else load_preset(preset or "quick")
-    out_dir = out if out is not None else Path("results") / cfg.name
+    out_dir = out if out is not None else default_out_dir(cfg.name)
     if dry_run:
         _dry_run(cfg, out_dir, workers, force, keep_stale)
         return

@@ -10,18 +10,30 @@ or be shared between processes.
   kernel drops it when its process dies, so a crashed holder never leaves a stale lock behind
   and no age rule is needed. The results directory's lock
   (:class:`bayesslr.sweep.storage.DirectoryLock`) and the replica-``lam`` cache of
-  :mod:`bayesslr.erm.method` both use this protocol.
+  :mod:`bayesslr.erm.method` both use this protocol. The lock file must be a regular file
+  with one link: a symbolic link, FIFO, device or hard link there is refused
+  (:class:`NotRegularFile`), never opened through, so a planted link cannot make a run
+  truncate the file it points to.
+* :func:`read_regular`: the bytes of a file that must be a regular file (a cell, a config,
+  a checkpoint), read without following a symbolic link and without blocking on a FIFO, up to
+  a size limit; anything else raises :class:`NotRegularFile` naming the path.
+* :func:`remove_dead_tmp`: removes the temporary files this layer made for one target name
+  (the exact ``.NAME.HOST.PID.RANDOM.tmp`` pattern, a regular file of this user) whose writer
+  is gone; nothing else in the directory is touched.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
 import re
 import secrets
 import socket
+import stat
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -50,6 +62,90 @@ class StoreError(RuntimeError):
         self.errno = getattr(exc, "errno", None)
 
 
+class NotRegularFile(OSError):
+    """A path where a regular file is expected holds something else (a symbolic link, a FIFO,
+    a device, a directory, a socket, a hard link to another file), or a file over its size
+    limit. It is never opened through; the message is one line naming the path.
+
+    Attributes
+    ----------
+    path : Path
+        The path.
+    what : str
+        What is there (``"a symbolic link"``, ``"a FIFO"``, ...).
+    """
+
+    def __init__(self, path: Path, what: str) -> None:
+        super().__init__(errno.EINVAL, f"{path} is {what}")
+        self.path = Path(path)
+        self.what = what
+
+    def __str__(self) -> str:
+        return (f"{self.path} is {self.what}, not a regular file; allowed: a regular file "
+                "written by bayesslr (remove it)")
+
+
+def _kind(mode: int) -> str:
+    for test, what in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a FIFO"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return what
+    return "not a regular file"
+
+
+def open_regular(path: Path, flags: int, *, single_link: bool = False) -> int:
+    """``os.open`` of ``path`` that refuses anything but a regular file: a symbolic link
+    (``O_NOFOLLOW``), a FIFO (opened non-blocking, then refused), a device, a directory, and,
+    with ``single_link``, a file with more than one hard link. Raises :class:`NotRegularFile`
+    or the ``OSError`` of the open."""
+    path = Path(path)
+    with contextlib.suppress(FileNotFoundError):
+        st = os.lstat(path)
+        if not stat.S_ISREG(st.st_mode):  # refused before any open (a device's open acts)
+            raise NotRegularFile(path, _kind(st.st_mode))
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o666)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise NotRegularFile(path, "a symbolic link") from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise NotRegularFile(path, _kind(st.st_mode))
+        if single_link and st.st_nlink > 1:
+            raise NotRegularFile(path, f"a hard link shared with {st.st_nlink - 1} other "
+                                       "path(s)")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_regular(path: Path, max_bytes: int) -> bytes:
+    """The whole content of the regular file ``path`` (:func:`open_regular`), at most
+    ``max_bytes`` of it: a longer file raises :class:`NotRegularFile` (nothing past the limit
+    is read, so a huge or growing file cannot exhaust memory)."""
+    fd = open_regular(path, os.O_RDONLY)
+    try:
+        chunks: list[bytes] = []
+        got = 0
+        while True:
+            chunk = os.read(fd, min(1 << 20, max_bytes + 1 - got))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            got += len(chunk)
+            if got > max_bytes:
+                raise NotRegularFile(path, f"larger than {max_bytes} bytes (the most such a "
+                                           "file holds)")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 def env_dir(variable: str, default: Path) -> Path | None:
     """A directory named by the environment ``variable``, ``default`` when it is unset, or
     ``None`` when it says ``off`` (or is empty, ``0``, ``none``, ``false``): the caches and
@@ -63,6 +159,70 @@ def env_dir(variable: str, default: Path) -> Path | None:
 def _tmp_path(path: Path) -> Path:
     """A temporary name next to ``path``, unique to this writer (host, pid, random)."""
     return path.parent / f".{path.name}.{_HOST}.{os.getpid()}.{secrets.token_hex(6)}.tmp"
+
+
+TMP_RE = re.compile(r"^\.(?P<name>.+)\.(?P<host>[A-Za-z0-9-]+)\.(?P<pid>\d+)\.[0-9a-f]+\.tmp$")
+STALE_TMP_SECONDS = 3600.0  # a writer keeps its temporary file for milliseconds
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: exists, belongs to someone else
+        return True
+    return True
+
+
+def tmp_writer_gone(tmp: Path, *, now: float | None = None) -> bool:
+    """True when nobody can be writing the temporary file ``tmp`` any more: its writer is a
+    process of this host that no longer exists, or the file is older than
+    :data:`STALE_TMP_SECONDS` (names of other hosts are judged by age)."""
+    m = TMP_RE.match(tmp.name)
+    if m and m["host"] == _HOST:
+        pid = int(m["pid"])
+        if pid != os.getpid() and not _pid_alive(pid):
+            return True
+    try:
+        age = (now if now is not None else time.time()) - tmp.lstat().st_mtime
+    except OSError:
+        return False
+    return age > STALE_TMP_SECONDS
+
+
+def remove_dead_tmp(directory: Path, target: str | re.Pattern[str], *,
+                    now: float | None = None) -> int:
+    """Remove the temporary files left in ``directory`` by dead writers of this layer for the
+    target name ``target`` (a name, or a pattern a whole name must match): only names of the
+    exact form :func:`_tmp_path` makes, regular files owned by this user, whose writer is gone
+    (:func:`tmp_writer_gone`). A hidden ``.tmp`` file of anyone or anything else is left alone.
+    Returns how many were removed."""
+    now = time.time() if now is None else now
+    uid = os.getuid()
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return 0
+    removed = 0
+    for e in entries:
+        m = TMP_RE.match(e.name)
+        if not m:
+            continue
+        name = m["name"]
+        if not (name == target if isinstance(target, str) else target.fullmatch(name)):
+            continue
+        try:
+            st = e.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != uid:
+            continue
+        if tmp_writer_gone(Path(e.path), now=now):
+            with contextlib.suppress(OSError):
+                os.unlink(e.path)
+                removed += 1
+    return removed
 
 
 def _unlink_quiet(path: Path) -> None:
@@ -145,9 +305,10 @@ def exclusive_lock(path: Path, *, blocking: bool = True) -> Iterator[int]:
 
     ``blocking=False`` raises :class:`BlockingIOError` at once when another process holds it.
     The descriptor is not inherited by child processes (``O_CLOEXEC``). Yields the descriptor
-    (the holder may write who it is into the file).
+    (the holder may write who it is into the file). A lock path that is not a regular file
+    with one link raises :class:`NotRegularFile` (nothing is opened through it).
     """
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    fd = open_regular(path, os.O_RDWR | os.O_CREAT, single_link=True)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
         yield fd

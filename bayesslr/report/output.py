@@ -11,39 +11,34 @@ bad input (:class:`~bayesslr.core.task.ConfigError`, exit 2), refused before any
 
 from __future__ import annotations
 
-import contextlib
 import io
-import time
 from pathlib import Path
 from typing import Any
 
-from bayesslr.sweep.storage import (
-    StoreError,
-    check_writable,
-    dead_writer,
-    write_bytes_atomic,
-    write_text_atomic,
-)
+from bayesslr.core.files import remove_dead_tmp
+from bayesslr.sweep.storage import StoreError, check_writable, write_bytes_atomic
 
 __all__ = ["StoreError", "prepare_out", "save_figure", "save_text"]
 
 
 def prepare_out(out: str | Path) -> Path:
     """``out`` checked (ConfigError unless it is, or can be created as, a writable
-    directory), created, and cleared of temporary files left by dead writers (a report
-    killed mid-write); the path returned."""
+    directory) and created; the path returned. Nothing in it is removed: the temporary file a
+    report killed mid-write left for a file is removed when that file is written again
+    (:func:`_write`), and nobody else's hidden files are touched."""
     out = Path(out)
     check_writable(out)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise StoreError(out, exc) from None
-    now = time.time()
-    for tmp in out.glob(".*.tmp"):
-        if dead_writer(tmp, now=now):
-            with contextlib.suppress(OSError):
-                tmp.unlink()
     return out
+
+
+def _write(data: bytes | memoryview, path: Path) -> None:
+    """Drop what dead writers of ``path`` itself left (:func:`remove_dead_tmp`), then write."""
+    remove_dead_tmp(path.parent, path.name)
+    write_bytes_atomic(data, path)
 
 
 def save_figure(fig: Any, path: str | Path, *, dpi: int) -> Path:
@@ -52,12 +47,12 @@ def save_figure(fig: Any, path: str | Path, *, dpi: int) -> Path:
     path = Path(path)
     buf = io.BytesIO()
     fig.savefig(buf, format=path.suffix.lstrip(".").lower(), dpi=dpi)
-    write_bytes_atomic(buf.getbuffer(), path)
+    _write(buf.getbuffer(), path)
     return path
 
 
 def save_text(text: str, path: str | Path) -> Path:
     """UTF-8 ``text`` written durably."""
     path = Path(path)
-    write_text_atomic(text, path)
+    _write(text.encode("utf-8"), path)
     return path

@@ -30,9 +30,20 @@ Guarantees (the ones ``bayesslr run`` documents):
   fails its checksum is *corrupt* and recomputed; a cell computed by another code version of
   its method is *stale* and recomputed unless the caller keeps it (``--keep-stale``). Files
   written before checksums existed count as stale (version unknown).
-* **Temporary files of dead writers only are removed**: a temporary file whose writer is a
-  process of this host that no longer exists, or that is older than
-  :data:`STALE_TMP_SECONDS` (a writer keeps its temporary file for milliseconds).
+* **Temporary files of dead writers only are removed**, and only those this layer named for
+  a file a run writes here (``cells/KEY.nc``, config.json, manifest.json, dataset.nc; the
+  exact ``.NAME.HOST.PID.RANDOM.tmp`` form, a regular file of this user): one whose writer is
+  a process of this host that no longer exists, or that is older than
+  :data:`STALE_TMP_SECONDS` (a writer keeps its temporary file for milliseconds). Any other
+  hidden ``.tmp`` file is left alone.
+* **A possibly shared, possibly tampered directory.** Nothing is opened through a symbolic
+  link or a special file where a regular file belongs: a link, FIFO or device at
+  ``run.lock`` or ``config.json`` is refused (one line naming the path), one at a cell file is
+  not read (the cell is recomputed, the entry replaced). ``cells/`` and ``theory_paths/`` must
+  be directories inside OUT, not links. config.json and manifest.json carry a SHA-256
+  checksum like the cells; a config.json that is missing or fails its checks beside stored
+  results refuses the run unless ``--force`` (or the checksummed manifest records the same
+  config).
 
 This module is the one adapter to the netCDF engine (h5netcdf, always named explicitly).
 """
@@ -62,10 +73,17 @@ import xarray as xr
 import bayesslr
 from bayesslr.core.files import (  # the one durable-write layer; its names kept here too
     _HOST,
+    STALE_TMP_SECONDS,  # noqa: F401
+    NotRegularFile,
     StoreError,
     _fsync_dir,  # noqa: F401
+    _pid_alive,  # noqa: F401
     _tmp_path,  # noqa: F401
     _unlink_quiet,  # noqa: F401
+    open_regular,
+    read_regular,
+    remove_dead_tmp,
+    tmp_writer_gone,
     write_bytes_atomic,
     write_text_atomic,
 )
@@ -76,8 +94,12 @@ from bayesslr.sweep.config import SweepConfig, cell_key
 ENGINE = "h5netcdf"
 CELL_FORMAT = "bayesslr-cell/2"  # format 1: no checksum, no method version
 LOCK_NAME = "run.lock"
-STALE_TMP_SECONDS = 3600.0
-_TMP_RE = re.compile(r"^\.(?P<name>.+)\.(?P<host>[A-Za-z0-9-]+)\.(?P<pid>\d+)\.[0-9a-f]+\.tmp$")
+CONFIG_FORMAT = "bayesslr-config/2"  # format 1 (no "format" key): no checksum
+MAX_CELL_BYTES = 1 << 30  # a cell file is kilobytes (``pad`` test outputs: megabytes)
+MAX_JSON_BYTES = 256 << 20  # config.json, manifest.json (a 10^6-cell manifest: ~200 MB)
+CELL_NAME_RE = re.compile(r"[0-9a-f]{16}\.nc")  # what cells/ holds: KEY.nc
+OUT_FILES = ("config.json", "manifest.json", "dataset.nc")  # what OUT holds besides cells/
+SUBDIRS = ("cells", "theory_paths")  # directories a run writes into: never symbolic links
 
 
 class DirectoryBusy(ConfigError):
@@ -291,12 +313,59 @@ def decode_cell(data: bytes) -> CellRecord:
 
 def read_cell_file(path: Path) -> CellRecord:
     """Read and verify a cell file (:func:`decode_cell`; one read of the whole file, so a file
-    replaced meanwhile is seen whole, old or new)."""
+    replaced meanwhile is seen whole, old or new). A symbolic link, FIFO or device there is
+    never opened through (:func:`~bayesslr.core.files.read_regular`)."""
     try:
-        data = Path(path).read_bytes()
+        data = read_regular(Path(path), MAX_CELL_BYTES)
+    except NotRegularFile as exc:
+        raise CorruptCell(exc.what) from None
     except OSError as exc:
         raise CorruptCell(f"unreadable ({exc.strerror or exc})") from None
     return decode_cell(data)
+
+
+def json_checksum(doc: Mapping[str, Any]) -> str:
+    """SHA-256 of a JSON document (its ``checksum`` key left out), keys sorted."""
+    body = {k: v for k, v in doc.items() if k != "checksum"}
+    text = json.dumps(body, sort_keys=True, ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class BadArtefact(ValueError):
+    """A resumable JSON file (config, manifest) that cannot be trusted: not a regular file,
+    unreadable, not a JSON object, or failing its checksum. The message says why."""
+
+
+def read_checked_json(path: Path, *, require_checksum: bool) -> dict[str, Any] | None:
+    """The JSON object in ``path`` after its checks, or ``None`` when there is no file.
+
+    Raises :class:`BadArtefact` when it is a symbolic link, FIFO or device (never opened
+    through), cannot be read, is not a JSON object, or its ``checksum`` does not match; with
+    ``require_checksum`` a file without one is refused too."""
+    try:
+        data = read_regular(path, MAX_JSON_BYTES)
+    except FileNotFoundError:
+        return None
+    except NotRegularFile as exc:
+        raise BadArtefact(exc.what) from None
+    except OSError as exc:
+        raise BadArtefact(f"unreadable ({exc.strerror or exc})") from None
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise BadArtefact(f"not JSON ({type(exc).__name__})") from None
+    if not isinstance(doc, dict):
+        raise BadArtefact(f"not a JSON object (a {type(doc).__name__})")
+    if "checksum" in doc:
+        try:
+            ok = doc["checksum"] == json_checksum(doc)
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
+            raise BadArtefact("content does not match its checksum")
+    elif require_checksum:
+        raise BadArtefact("no checksum")
+    return doc
 
 
 # --------------------------------------------------------------------------------------------
@@ -318,7 +387,9 @@ class DirectoryLock:
     def acquire(self) -> None:
         try:
             self.out.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+            fd = open_regular(self.path, os.O_RDWR | os.O_CREAT, single_link=True)
+        except NotRegularFile as exc:  # a planted link: never truncate what it points to
+            raise ConfigError(str(exc)) from None
         except OSError as exc:
             raise StoreError(self.path, exc) from None
         try:
@@ -393,6 +464,15 @@ def check_writable(out: Path) -> None:
                               "directory path")
         if not os.access(p, os.W_OK | os.X_OK):
             raise ConfigError(f"out={str(out)!r} is not writable; allowed: a writable directory")
+        for sub in SUBDIRS:  # every write stays under OUT: these are never followed out
+            d = p / sub
+            if d.is_symlink():
+                raise ConfigError(f"out={str(out)!r}/{sub} is a symbolic link (to "
+                                  f"{os.readlink(d)!r}); allowed: a directory inside OUT "
+                                  "(remove the link)")
+            if d.exists() and not d.is_dir():
+                raise ConfigError(f"out={str(out)!r}/{sub} is not a directory; allowed: a "
+                                  "directory inside OUT (remove it)")
         cells = p / "cells"
         if cells.exists() and not os.access(cells, os.W_OK | os.X_OK):
             raise ConfigError(f"out={str(out)!r}/cells is not writable")
@@ -405,30 +485,12 @@ def check_writable(out: Path) -> None:
                           "writable directory); allowed: a writable path")
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # EPERM: exists, belongs to someone else
-        return True
-    return True
-
-
 def dead_writer(tmp: Path, *, now: float | None = None) -> bool:
-    """True when nobody can be writing the temporary file ``tmp`` any more: its writer is a
-    process of this host that no longer exists, or the file is older than
-    :data:`STALE_TMP_SECONDS` (names of other hosts or other formats are judged by age)."""
-    m = _TMP_RE.match(tmp.name)
-    if m and m["host"] == _HOST:
-        pid = int(m["pid"])
-        if pid != os.getpid() and not _pid_alive(pid):
-            return True
-    try:
-        age = (now if now is not None else time.time()) - tmp.stat().st_mtime
-    except OSError:
-        return False
-    return age > STALE_TMP_SECONDS
+    """True when nobody can be writing the temporary file ``tmp`` any more
+    (:func:`bayesslr.core.files.tmp_writer_gone`). Which temporary files may be removed at
+    all is :func:`bayesslr.core.files.remove_dead_tmp`'s rule: only those this layer named
+    for a file bayesslr writes there."""
+    return tmp_writer_gone(tmp, now=now)
 
 
 # families whose converged points carry a channel Monte Carlo error (``stderr_channel``)
@@ -481,10 +543,15 @@ class ResumeScan:
     stale_kept: bool = False
     versions: dict[str, tuple[list[str], str]] = field(default_factory=dict)
     unflagged: int = 0
+    special: list[str] = field(default_factory=list)
 
     def messages(self) -> list[str]:
         """One line per anomaly a user must hear about (corrupt files, stale cells)."""
         out = []
+        if self.special:
+            more = f" (and {len(self.special) - 1} more)" if len(self.special) > 1 else ""
+            out.append(f"{self.special[0]}{more}, not a regular file: not opened, to be "
+                       "recomputed (replaced by a regular file)")
         if self.corrupt:
             out.append(f"{self.corrupt} cell file{'s' if self.corrupt > 1 else ''} corrupt "
                        "(unreadable, or content not matching its checksum): to be "
@@ -523,66 +590,123 @@ class ResultStore:
         self.dataset_path = self.out / "dataset.nc"
         self.figures_dir = self.out / "figures"
         self.lock_path = self.out / LOCK_NAME
+        self.special: list[str] = []  # cell paths found not to be regular files
 
     def lock(self) -> DirectoryLock:
         """The directory's exclusive lock (a context manager; creates ``out``)."""
         return DirectoryLock(self.out)
 
     # ---- config guard ------------------------------------------------------------------
-    def stored_config(self) -> dict[str, Any] | None:
-        """The config already in the directory, or None."""
-        if not self.config_path.exists():
-            return None
+    def config_state(self) -> tuple[str, dict[str, Any] | None]:
+        """``("missing", None)``, ``("ok", doc)`` or ``("bad: WHY", None)`` for config.json.
+
+        A config.json is trusted only when it is a regular file (a symbolic link, FIFO or
+        device there is never opened through) holding a JSON object whose checksum matches
+        (files written before checksums existed, format 1, carry none and are read as they
+        are)."""
         try:
-            return json.loads(self.config_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            doc = read_checked_json(self.config_path, require_checksum=False)
+        except BadArtefact as exc:
+            return f"bad: {exc}", None
+        if doc is None:
+            return "missing", None
+        if not isinstance(doc.get("digest"), str):
+            return "bad: no config digest", None
+        return "ok", doc
+
+    def stored_config(self) -> dict[str, Any] | None:
+        """The config already in the directory, or None (missing, or failing its checks:
+        :meth:`config_state`)."""
+        return self.config_state()[1]
+
+    def manifest_digest(self) -> str | None:
+        """The config digest that a checksummed, readable manifest.json records, else None."""
+        try:
+            doc = read_checked_json(self.manifest_path, require_checksum=True)
+        except BadArtefact:
             return None
+        digest = None if doc is None else doc.get("digest")
+        return digest if isinstance(digest, str) else None
+
+    def holds_results(self) -> bool:
+        """Whether the directory holds anything a run wrote: a cell file, a dataset or a
+        manifest (what a lost config.json must not let another config replace)."""
+        if any(p.is_symlink() or p.exists() for p in (self.dataset_path, self.manifest_path)):
+            return True
+        try:
+            with os.scandir(self.cells_dir) as it:
+                return any(CELL_NAME_RE.fullmatch(e.name) for e in it)
+        except OSError:
+            return False
 
     def check_config(self, cfg: SweepConfig, *, force: bool) -> None:
-        """Refuse (ConfigError) a directory that holds a different sweep, unless ``force``."""
+        """Refuse (ConfigError) a directory that holds a different sweep, unless ``force``.
+
+        A config.json that is missing or fails its checks (:meth:`config_state`) beside stored
+        results is refused too, unless the checksummed manifest records this very config
+        (it is then written again): no config replaces results it cannot prove its own."""
         check_writable(self.out)
-        stored = self.stored_config()
-        if stored is None or force:
-            if stored is None and self.out.exists() and not self.cells_dir.exists() \
-                    and not force and any(p.name != LOCK_NAME for p in self.out.iterdir()):
-                raise ConfigError(f"out={str(self.out)!r} is not empty and holds no sweep; "
-                                  "allowed: an empty or new directory, or --force")
+        state, stored = self.config_state()
+        if force:
             return
-        if stored.get("digest") != cfg.digest():
-            raise ConfigError(f"out={str(self.out)!r} holds results of a different config "
-                              f"({stored.get('name', '?')!r}); use --force to replace it, or "
-                              "another --out")
+        if state == "ok":
+            assert stored is not None
+            if stored.get("digest") != cfg.digest():
+                raise ConfigError(f"out={str(self.out)!r} holds results of a different config "
+                                  f"({stored.get('name', '?')!r}); use --force to replace it, "
+                                  "or another --out")
+            return
+        if self.out.exists() and self.holds_results():
+            if self.manifest_digest() == cfg.digest():
+                return  # the manifest proves the results are this config's
+            why = ("is missing" if state == "missing"
+                   else f"cannot be trusted ({state.removeprefix('bad: ')})")
+            raise ConfigError(f"out={str(self.out)!r} holds results but its config.json {why}, "
+                              "so they may be another config's; allowed: --force (cells that "
+                              "match this config are kept, the rest recomputed), or another "
+                              "--out")
+        if state != "missing":
+            raise ConfigError(f"{self.config_path} cannot be trusted "
+                              f"({state.removeprefix('bad: ')}); allowed: --force to replace "
+                              "it, or another --out")
+        if self.out.exists() and not self.cells_dir.exists() \
+                and any(p.name != LOCK_NAME for p in self.out.iterdir()):
+            raise ConfigError(f"out={str(self.out)!r} is not empty and holds no sweep; "
+                              "allowed: an empty or new directory, or --force")
 
     def prepare(self, cfg: SweepConfig) -> int:
-        """Create the directory, store the config, drop temporary files of dead writers
-        (:func:`dead_writer`). Call it with the lock held. Returns how many were dropped."""
+        """Create the directory, store the config (checksummed), drop the temporary files
+        that dead writers of this layer left for the files a run writes here
+        (:func:`~bayesslr.core.files.remove_dead_tmp`: cell files, config, manifest, dataset;
+        nobody else's hidden files). Call it with the lock held. Returns how many were
+        dropped."""
+        check_writable(self.out)  # again under the lock: cells/ must not be a link
         try:
             self.cells_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StoreError(self.cells_dir, exc) from None
-        doc = {"digest": cfg.digest(), **cfg.to_dict()}
+        doc: dict[str, Any] = {"format": CONFIG_FORMAT, "digest": cfg.digest(), **cfg.to_dict()}
+        doc["checksum"] = json_checksum(doc)
         text = json.dumps(doc, sort_keys=True, indent=1)
         try:
-            same = self.config_path.read_text(encoding="utf-8") == text
-        except (OSError, ValueError):
+            same = read_regular(self.config_path, MAX_JSON_BYTES) == text.encode("utf-8")
+        except OSError:  # missing, a link, a FIFO: replaced (the link itself, not its target)
             same = False
         if not same:
             write_text_atomic(text, self.config_path)
-        dropped = 0
         now = time.time()
-        for d in (self.cells_dir, self.out):
-            for tmp in d.glob(".*.tmp"):
-                if dead_writer(tmp, now=now):
-                    with contextlib.suppress(OSError):
-                        tmp.unlink()
-                        dropped += 1
+        dropped = remove_dead_tmp(self.cells_dir, CELL_NAME_RE, now=now)
+        for name in OUT_FILES:
+            dropped += remove_dead_tmp(self.out, name, now=now)
         return dropped
 
     def load_config(self) -> dict[str, Any]:
-        stored = self.stored_config()
+        state, stored = self.config_state()
         if stored is None:
-            raise ConfigError(f"results={str(self.out)!r} holds no sweep (no readable "
-                              "config.json); allowed: a directory written by 'bayesslr run'")
+            why = "no config.json" if state == "missing" else \
+                f"config.json {state.removeprefix('bad: ')}"
+            raise ConfigError(f"results={str(self.out)!r} holds no trusted sweep ({why}); "
+                              "allowed: a directory written by 'bayesslr run'")
         return stored
 
     # ---- cells -------------------------------------------------------------------------
@@ -593,9 +717,12 @@ class ResultStore:
         """``("missing" | "corrupt" | "found", record)`` for the stored file of ``cell``."""
         path = self.cell_path(cell)
         try:
-            data = path.read_bytes()
+            data = read_regular(path, MAX_CELL_BYTES)
         except FileNotFoundError:
             return "missing", None
+        except NotRegularFile as exc:  # a link, FIFO or device: never opened through
+            self.special.append(str(exc).split(", not a regular file")[0])
+            return "corrupt", None
         except OSError:
             return "corrupt", None
         try:
@@ -619,6 +746,7 @@ class ResultStore:
              keep_stale: bool = False) -> ResumeScan:
         """Sort ``cells`` into those to compute and the stored records to reuse (read-only)."""
         scan = ResumeScan(stale_kept=keep_stale)
+        self.special = scan.special
         current: dict[str, str] = {}
         for c in cells:
             state, rec = self.inspect(c)
@@ -673,4 +801,5 @@ class ResultStore:
                               "method_version": r.method_version} for r in records},
             **extra,
         }
+        doc["checksum"] = json_checksum(doc)
         write_text_atomic(json.dumps(doc, sort_keys=True, indent=1), self.manifest_path)
