@@ -23,6 +23,7 @@ import importlib.resources
 import json
 import os
 import platform
+import re
 from pathlib import Path
 from typing import Any
 
@@ -163,8 +164,8 @@ def certificate(tree: xr.DataTree) -> dict[str, Any]:
     --------
     >>> import bayesslr as bs
     >>> cert = certificate(bs.load_reference())
-    >>> sorted(cert)[:3]
-    ['cells', 'cells_failed', 'certified']
+    >>> {"cells", "cells_failed", "certified", "families"} <= set(cert)
+    True
     """
     from bayesslr.registry import get_method
 
@@ -231,10 +232,52 @@ def _flagged(ds: xr.Dataset, mask: np.ndarray) -> list[dict[str, Any]]:
     for idx in zip(*np.nonzero(mask), strict=True):
         pos = dict(zip(dims, idx, strict=True))
         rec: dict[str, Any] = {d: ds[d].values[pos[d]].item() for d in shown}
-        rec["reason"] = (str(reason[tuple(idx)]) if reason is not None
+        rec["reason"] = (_reprinted(str(reason[tuple(idx)]), ds, tuple(idx))
+                         if reason is not None
                          else "converged is false (the family records no reason)")
         out.append(rec)
     return out
+
+
+# one comparison of a reason: ``r_hat_max 1.01 > 1.01``, ``ess_bulk_min=399.6 < 400``
+_COMPARISON = re.compile(r"\b([A-Za-z_]\w*)([ =])([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
+                         r" (<=|>=|<|>) ([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)")
+
+
+def _reprinted(reason: str, ds: xr.Dataset, idx: tuple[int, ...]) -> str:
+    """``reason`` (as the file stores it) with each comparison ``NAME X op T`` whose ``NAME``
+    is a variable of the cell printed from the stored value with the digits that show the
+    comparison (:func:`bayesslr.core.thresholds.num`): a file written before the samplers'
+    reasons did so reads ``r_hat_max 1.01 > 1.01``, its certificate ``r_hat_max 1.0103 >
+    1.01``. A number that is not the stored value rounded is left as it is.
+
+    Examples
+    --------
+    >>> ds = xr.Dataset({"r_hat_max": ("seed", [1.0103388, 1.2])})
+    >>> _reprinted("r_hat_max 1.01 > 1.01; 2 divergent transitions", ds, (0,))
+    'r_hat_max 1.0103 > 1.01; 2 divergent transitions'
+    >>> _reprinted("r_hat_max 1.5 > 1.01", ds, (1,))
+    'r_hat_max 1.5 > 1.01'
+    """
+    from bayesslr.core.thresholds import num
+
+    dims = ds["converged"].dims if "converged" in ds else None
+
+    def one(m: re.Match[str]) -> str:
+        name, sep, shown, op, bound = m.groups()
+        var = ds.get(name)
+        if var is None or var.dims != (dims or var.dims) or len(var.dims) != len(idx):
+            return m.group(0)
+        try:
+            x = float(var.values[idx])
+        except (TypeError, ValueError):
+            return m.group(0)
+        digits = len(shown.lstrip("+-").split("e")[0].split("E")[0].replace(".", "").lstrip("0"))
+        if not np.isfinite(x) or float(f"{x:.{max(digits, 1)}g}") != float(shown):
+            return m.group(0)  # not this variable's stored value: keep the text
+        return f"{name}{sep}{num(x, float(bound))} {op} {bound}"
+
+    return _COMPARISON.sub(one, reason)
 
 
 def build_reference(results: str | Path, out: str | Path | None = None, *,
