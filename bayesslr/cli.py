@@ -141,6 +141,9 @@ def main(argv: list[str] | None = None) -> None:
         print("bayesslr: interrupted", file=sys.stderr)
         sys.exit(130)
     except TyperException as exc:  # usage errors: unknown option, bad type, missing argument
+        if type(exc).__name__ == "NoArgsIsHelpError":  # a bare group: its help, lines kept
+            print(exc.format_message().rstrip(), file=sys.stderr)
+            sys.exit(EXIT_BAD_INPUT)
         fmt = getattr(exc, "format_message", None)
         _fail(fmt() if callable(fmt) else str(exc))
     _exit(rc if isinstance(rc, int) else 0, console=argv is None)

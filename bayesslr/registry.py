@@ -283,9 +283,10 @@ class CliFace:
         Option -> flag where the flag is not ``--option-name`` (kept for compatibility).
     grid : bool
         ``--alpha`` takes a list (``1,2,5`` or ``start:stop:num``): one cell per ``alpha``.
-    switches : tuple of (name, default, help)
+    switches : tuple of (name, default, help[, metavar])
         Flags of the verb that are no option of the family (a bool default makes an on/off
-        flag); ``prepare`` turns them into options.
+        flag; another takes a value, shown as ``metavar``); ``prepare`` turns them into
+        options.
     prepare : callable, optional
         ``prepare(values, options) -> options``: the family's own reading of its switches.
     header : tuple of str
@@ -311,7 +312,7 @@ class CliFace:
     hide: tuple[str, ...] = ()
     flags: Mapping[str, str] = field(default_factory=dict)
     grid: bool = False
-    switches: tuple[tuple[str, Any, str], ...] = ()
+    switches: tuple[tuple[Any, ...], ...] = ()
     prepare: Callable[[Mapping[str, Any], dict[str, Any]], dict[str, Any]] | None = None
     header: tuple[str, ...] = ("variant", "L", "nu", "delta")
     rename: Mapping[str, str] = field(default_factory=dict)

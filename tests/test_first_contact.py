@@ -5,6 +5,7 @@ typed and states each default."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -13,7 +14,7 @@ import tomllib
 import yaml
 
 import bayesslr
-from conftest import REPO
+from conftest import REPO, run_cli
 
 # the optional extras of pyproject.toml, by the top-level modules they install
 EXTRA_MODULES = ("pymc", "pytensor", "nutpie", "blackjax", "dask", "distributed", "jupytext",
@@ -71,3 +72,167 @@ def test_citation_cites_the_software_and_the_paper():
     assert [a["family-names"] for a in paper["authors"]] == [
         "Duranthon", "Marion", "Boyer", "Loureiro", "Zdeborová"]
     assert paper["year"] == 2025
+
+
+# ---- item 3: first contact with the command ---------------------------------------------
+
+def _commands():
+    """Every group and verb of the command: ``(words, click command)``."""
+    import typer
+
+    from bayesslr.cli import build_app
+
+    root = typer.main.get_command(build_app())
+    out = []
+
+    def walk(cmd, words):
+        out.append((words, cmd))
+        if hasattr(cmd, "list_commands"):
+            ctx = cmd.make_context(" ".join(["bayesslr", *words]), [], resilient_parsing=True)
+            for name in cmd.list_commands(ctx):
+                walk(cmd.get_command(ctx, name), [*words, name])
+
+    walk(root, [])
+    return out
+
+
+def test_bare_groups_print_their_usage_on_several_lines(capsys):
+    """``bayesslr``, ``bayesslr theory``, ``bayesslr export`` printed their whole help
+    squashed into one ``error:`` line; now the usage, one command a line."""
+    groups = [words for words, cmd in _commands() if hasattr(cmd, "list_commands")]
+    assert {(), ("theory",), ("export",)} <= {tuple(w) for w in groups}
+    for words in groups:
+        rc, out, err = run_cli(list(words), capsys)
+        text = out + err
+        assert rc in (0, 2), (words, rc)
+        assert "error:" not in text, (words, text[:200])
+        if rc == 2:  # the usage: the commands of the group, one a line
+            lines = err.splitlines()
+            assert lines[0].startswith("Usage: ") and " ".join(words) in lines[0], lines[0]
+            sub = [w[-1] for w, _ in _commands() if w[:-1] == words and len(w) == len(words) + 1]
+            assert len(lines) >= 5 + len(sub), (words, lines)
+            for name in sub:
+                assert any(ln.strip().startswith(name + " ") for ln in lines), (words, name)
+
+
+def _widest(text: str) -> int:
+    return max((len(line) for line in text.splitlines()), default=0)
+
+
+def test_point_tables_fit_80_columns_without_cutting_a_number(monkeypatch, capsys):
+    """``theory bayes`` printed ``0.4…``: a points table wider than the terminal is split in
+    several (each repeating alpha), every number printed whole, none wider than 80."""
+    from bayesslr.commands.common import emit
+    from bayesslr.theory.presentation import POINT_COLUMNS
+
+    monkeypatch.setenv("COLUMNS", "80")
+    points = [{c: (0.123456789 * (i + 1) if c not in ("branch", "converged") else
+                   "uninformed" if c == "branch" else True) for c in POINT_COLUMNS}
+              for i in range(3)]
+    points[0]["stderr"] = 0.000399757
+    emit({"variant": "spiked", "method": "theory_bayes", "seeds": list(range(20)),
+          "points": points}, False, title="theory bayes", columns=POINT_COLUMNS)
+    out = capsys.readouterr().out
+    assert _widest(out) <= 80 and "…" not in out, out
+    assert "(1/" in out  # split: these columns do not fit in one table
+    for p in points:
+        for v in p.values():
+            if isinstance(v, float):
+                assert f"{v:.6g}" in out, v
+    assert out.count("theory bayes: 3 points") >= 2
+
+
+def test_methods_tables_fit_80_columns(monkeypatch, capsys):
+    monkeypatch.setenv("COLUMNS", "80")
+    from bayesslr.registry import families
+
+    for argv in (["methods"], *(["methods", f] for f in families())):
+        rc, out, _ = run_cli(argv, capsys)
+        assert rc == 0, argv
+        assert _widest(out) <= 80 and "…" not in out, (argv, out)
+
+
+def _help_records():
+    """``(verb, flag text, help text)`` of every option of every verb."""
+    recs = []
+    for words, cmd in _commands():
+        if hasattr(cmd, "list_commands"):
+            continue
+        ctx = cmd.make_context(" ".join(["bayesslr", *words]), [], resilient_parsing=True)
+        for p in cmd.params:
+            rec = p.get_help_record(ctx)
+            if rec is not None:
+                recs.append((" ".join(words), rec[0], rec[1]))
+    return recs
+
+
+# options that take free text (an entrant's note, the unit of its cost), shown as TEXT
+FREE_TEXT = {"--note", "--cost-unit"}
+
+
+def test_help_is_typed_everywhere():
+    """No option shows typer's untyped placeholder (``--activation TEXT``, ``--start TEXT``,
+    ``--save-idata TEXT``): a choice shows its words, a path PATH, a number INT or FLOAT."""
+    untyped = [(verb, flags) for verb, flags, _ in _help_records()
+               if re.search(r"\b(TEXT|INTEGER)\b", flags)
+               and flags.split()[0].split("/")[0] not in FREE_TEXT]
+    assert untyped == []
+
+
+def test_optimal_is_the_word_for_the_optimal_lam():
+    """The help said ``'opt'``; the word is ``optimal`` everywhere (``opt`` is still read)."""
+    from bayesslr.core.lam import parse_lam
+
+    said = [(verb, flags) for verb, flags, text in _help_records()
+            if re.search(r"'opt'|\bopt\b", text)]
+    assert said == []
+    assert any("'optimal'" in text for verb, _, text in _help_records() if verb == "theory erm")
+    assert parse_lam("opt") == parse_lam("optimal") == "optimal"
+
+
+def test_every_delta_default_is_stated_and_the_presets_one_named():
+    """``--delta`` defaults to 0 for ``erm``/``theory``/``population`` but 0.01 for
+    ``sample``, ``amp`` and the presets (no stored result is recomputed by changing it): each
+    verb's help states its default, and one that differs from the presets names theirs."""
+    from bayesslr.commands.family import PRESET_DELTA
+
+    for name in ("quick", "reference", "paper", "finite-size"):
+        text = (REPO / "bayesslr" / "sweep" / "presets" / f"{name}.toml").read_text()
+        preset = tomllib.loads(text)
+        assert preset["defaults"]["delta"] == PRESET_DELTA, name
+        assert all(g.get("delta", PRESET_DELTA) == PRESET_DELTA for g in preset["grid"]), name
+    deltas = [(verb, text) for verb, flags, text in _help_records()
+              if flags.startswith("--delta ")]
+    assert {"erm", "sample", "population", "theory erm", "theory bayes"} <= {
+        v for v, _ in deltas}
+    for verb, text in deltas:
+        m = re.search(r"\[default: ([^\]]+)\]", text)
+        assert m, (verb, text)
+        if float(m.group(1)) != PRESET_DELTA:
+            assert f"presets run Delta = {PRESET_DELTA:g}" in " ".join(text.split()), verb
+
+
+def test_certificate_reasons_never_print_two_equal_numbers():
+    """The shipped reference stores the reason ``r_hat_max 1.01 > 1.01`` (written before the
+    samplers printed the digits that show a comparison; the file is not rewritten). The
+    certificate, computed when the file is loaded, prints the stored value:
+    ``r_hat_max 1.0103 > 1.01``."""
+    import json
+
+    from bayesslr.results import reference
+
+    comparison = re.compile(r"([-+\d.eE]+) (?:<=|>=|<|>) ([-+\d.eE]+)")
+    seen = 0
+    for which in reference.SHIPPED:
+        if not reference.reference_path(which).exists():
+            continue
+        cert = json.loads(reference.load_reference(which).attrs["certificate"])
+        for fam in cert["families"].values():
+            for rec in fam["flagged"]:
+                for left, right in comparison.findall(rec["reason"]):
+                    seen += 1
+                    assert left != right, rec
+    assert seen
+    cert = json.loads(reference.load_reference("reference").attrs["certificate"])
+    reasons = [r["reason"] for r in cert["families"]["bayes_sampling"]["flagged"]]
+    assert "r_hat_max 1.0103 > 1.01" in reasons

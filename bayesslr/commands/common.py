@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -109,33 +109,80 @@ def _flat(result: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
     return rows
 
 
+def text_table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[str]], *,
+               keep: Sequence[str] = (), right: Sequence[str] = ()) -> Table:
+    """A table that wraps instead of truncating (never ``0.4…``): the columns named in
+    ``keep`` are never narrower than their longest entry, the others wrap at spaces and fold a
+    word longer than the column onto the next line; ``right``: right-justified columns."""
+    rows = [[str(c) for c in r] for r in rows]
+    table = Table(title=title or None, show_header=True)
+    for i, c in enumerate(columns):
+        longest = max([len(c), *(len(r[i]) for r in rows)])
+        table.add_column(c, justify="right" if c in right else "left", overflow="fold",
+                         min_width=longest if c in keep else None)
+    for r in rows:
+        table.add_row(*r)
+    return table
+
+
+def column_groups(widths: Sequence[int], width: int, *, keys: int = 1) -> list[list[int]]:
+    """The columns of a table too wide for ``width`` characters split into several tables:
+    each holds the first ``keys`` columns and as many of the next ones as fit at their full
+    width (a box table of columns ``w`` is ``sum(w + 3) + 1`` wide); one table when all fit.
+
+    Examples
+    --------
+    >>> column_groups([5, 10, 10], 80)
+    [[0, 1, 2]]
+    >>> column_groups([5, 30, 30, 30], 80)
+    [[0, 1, 2], [0, 3]]
+    """
+    head = list(range(min(keys, len(widths))))
+    base = 1 + sum(widths[i] + 3 for i in head)
+    groups: list[list[int]] = []
+    cur, used = list(head), base
+    for i in range(len(head), len(widths)):
+        if used + widths[i] + 3 > width and len(cur) > len(head):
+            groups.append(cur)
+            cur, used = list(head), base
+        cur.append(i)
+        used += widths[i] + 3
+    if len(cur) > len(head) or not groups:
+        groups.append(cur)
+    return groups
+
+
 def emit(result: Mapping[str, Any], as_json: bool, title: str = "",
          columns: tuple[str, ...] = ()) -> None:
     """Print a result: one JSON object (``--json``) or readable tables.
 
     The readable form is a ``quantity | value`` table (nested mappings flattened to
-    ``solver.tol``, lists written out); a list of records under ``points`` becomes a second
-    table with one row per record and ``columns`` as its columns.
+    ``solver.tol``, lists written out, a long value wrapped); a list of records under
+    ``points`` becomes a second table with one row per record and ``columns`` as its
+    columns, split into several tables (each repeating the first column) where it would be
+    wider than the terminal: a number is never cut.
     """
     if as_json:
         print(json.dumps(_jsonable(result), allow_nan=False))
         return
     console = Console()
-    table = Table(title=title or None, show_header=True)
-    table.add_column("quantity")
-    table.add_column("value", justify="right")
     points = result.get("points") if columns else None
-    for k, v in _flat({k: v for k, v in result.items() if not (k == "points" and points)}):
-        table.add_row(k, _cell_text(v))
-    console.print(table)
+    rows = [(k, _cell_text(v)) for k, v in
+            _flat({k: v for k, v in result.items() if not (k == "points" and points)})]
+    console.print(text_table(title, ("quantity", "value"), rows, keep=("quantity",),
+                             right=("value",)))
     if points:
-        grid = Table(title=f"{title}: {plural(len(points), 'point')}" if title else None)
         shown = [c for c in columns if any(c in p for p in points)]
-        for c in shown:
-            grid.add_column(c, justify="right")
-        for p in points:
-            grid.add_row(*(_cell_text(p.get(c, "")) for c in shown))
-        console.print(grid)
+        cells = [[_cell_text(p.get(c, "")) for c in shown] for p in points]
+        widths = [max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(shown)]
+        groups = column_groups(widths, console.width)
+        for n, group in enumerate(groups):
+            head = f"{title}: {plural(len(points), 'point')}" if title else ""
+            if head and len(groups) > 1:
+                head = f"{head} ({n + 1}/{len(groups)})"
+            names = [shown[i] for i in group]
+            console.print(text_table(head, names, ([r[i] for i in group] for r in cells),
+                                     keep=names, right=names))
 
 
 class CellFailed(Exception):

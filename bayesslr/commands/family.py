@@ -41,9 +41,13 @@ TASK_FLAGS: tuple[tuple[str, str, str | None, str, str], ...] = (
     ("delta", "--delta", "0", "FLOAT", "Label-noise variance Delta >= 0."),
 )
 
+# the label-noise variance of the built-in sweeps (bayesslr/sweep/presets/*.toml, the paper's
+# setting); a verb whose --delta defaults to another value says so in its help
+PRESET_DELTA = 0.01
+
 # the fixed Cell fields a face may offer: (flag, metavar, help)
 FIELD_FLAGS: dict[str, tuple[str, str, str]] = {
-    "activation": ("--activation", "TEXT", "One of: {activations}."),
+    "activation": ("--activation", "{choices}", "One of: {activations}."),
     "alpha": ("--alpha", "FLOAT", "Sample ratio alpha = N/D > 0."),
     "lam": ("--lam", "FLOAT|MODE", "Ridge penalty lam >= 0 on k and v."),
     "D": ("--D", "INT", "Token dimension D (integer >= 1)."),
@@ -61,8 +65,23 @@ def metavar(opt: Opt) -> str:
         words = "|".join(opt.choices)
         one = f"[{words}]" if len(words) <= 30 else "WORD"
         return one if opt.kind == "choice" else f"{one},..."
-    return {"int": "INT", "real": "FLOAT", "str": "TEXT", "reals": "FLOAT,...",
-            "ints": "INT,...", "bool": ""}[opt.kind]
+    if opt.kind == "str":  # free text: a path where the option names one
+        return "PATH" if "path" in opt.doc.lower() else "TEXT"
+    return {"int": "INT", "real": "FLOAT", "reals": "FLOAT,...", "ints": "INT,...",
+            "bool": ""}[opt.kind]
+
+
+def choice_metavar(words: tuple[str, ...] | list[str]) -> str:
+    """``[a|b|c]``, or ``NAME`` where the words would not fit on a help line."""
+    text = "|".join(words)
+    return f"[{text}]" if len(text) <= 40 else "NAME"
+
+
+def delta_help(text: str, default: str | None) -> str:
+    """``--delta``'s help, which says the presets' Delta where the verb's default differs."""
+    if default is None or float(default) == PRESET_DELTA:
+        return text
+    return f"{text} The paper's presets run Delta = {PRESET_DELTA:g}."
 
 
 def _option_help(opt: Opt) -> str:
@@ -89,8 +108,12 @@ def verb_parameters(spec: MethodSpec, face: CliFace) -> list[inspect.Parameter]:
     """The parameters of a family's verb, in order: task, fields, switches, options, --json."""
     params = []
     for name, flag, default, meta, help_ in TASK_FLAGS:
-        params.append(_param(name, face.task.get(name, default), flag, meta,
-                             face.help.get(name, help_), show_default=default is not None))
+        default = face.task.get(name, default)
+        help_ = face.help.get(name, help_)
+        if name == "delta":
+            help_ = delta_help(help_, default)
+        params.append(_param(name, default, flag, meta, help_,
+                             show_default=default is not None))
     for name, default in face.fields.items():
         flag, meta, help_ = FIELD_FLAGS[name]
         if name == "alpha" and face.grid:
@@ -99,13 +122,15 @@ def verb_parameters(spec: MethodSpec, face: CliFace) -> list[inspect.Parameter]:
             f"{', '.join(spec.activations[:3])}, ... ({len(spec.activations)} in all: "
             f"'bayesslr methods {spec.family}')")
         help_ = face.help.get(name, help_).format(activations=acts)
+        meta = meta.format(choices=choice_metavar(spec.activations))
         params.append(_param(name, default, flag, meta, help_, show_default=default is not None))
-    for name, default, help_ in face.switches:
+    for name, default, help_, *meta in face.switches:
         if isinstance(default, bool):
             params.append(_param(name, default, f"--{name}/--no-{name}", "", help_,
                                  is_bool=True))
         else:
-            params.append(_param(name, default, f"--{name.replace('_', '-')}", "TEXT", help_))
+            params.append(_param(name, default, f"--{name.replace('_', '-')}",
+                                 meta[0] if meta else "TEXT", help_))
     for opt in spec.schema.opts:
         if opt.name in face.hide:
             continue

@@ -6,9 +6,8 @@ import json
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
-from bayesslr.commands.common import JSON_FLAG_HELP, flag
+from bayesslr.commands.common import JSON_FLAG_HELP, flag, text_table
 from bayesslr.registry import MethodSpec, families
 
 
@@ -39,30 +38,28 @@ def methods(
         print(json.dumps({name: describe(s) for name, s in specs.items()}))
         return
     console = Console()
-    if family is None:
-        table = Table(title="method families")
-        for col in ("family", "version", "verb", "activations", "options", "description"):
-            table.add_column(col)
+    if family is None:  # every table wraps its long cells instead of cutting them
+        rows = []
         for name, s in specs.items():
             acts = ", ".join(s.activations) if len(s.activations) <= 6 else (
                 f"{', '.join(s.activations[:3])}, ... ({len(s.activations)})")
-            table.add_row(name, s.version, " ".join(s.face.verb or (name,)), acts,
-                          str(len(s.schema.opts)), s.description)
-        console.print(table)
+            what = s.description + (f"; activations: {acts}" if acts else "")
+            rows.append((name, s.version, " ".join(s.face.verb or (name,)),
+                         str(len(s.schema.opts)), what))
+        console.print(text_table("method families", ("family", "version", "verb", "options",
+                                                     "description"),
+                                 rows, keep=("family", "version", "verb", "options")))
         return
     spec = specs[family]
-    options = Table(title=f"{family} options (version {spec.version})")
-    for col in ("name", "default", "allowed", "doc"):
-        options.add_column(col)
-    for row in spec.schema.table():
-        options.add_row(*(row[c] for c in ("name", "default", "allowed", "doc")))
-    console.print(options)
-    outs = Table(title=f"{family} outputs")
-    for col in ("name", "long_name", "units", "stderr"):
-        outs.add_column(col)
-    for o in spec.outputs:
-        outs.add_row(o.name, o.long_name, o.units, o.stderr or "")
-    console.print(outs)
+    # a list default written "0.001, 0.01, ..." so that it wraps between its numbers
+    console.print(text_table(
+        f"{family} options (version {spec.version})", ("name", "default", "allowed", "doc"),
+        ((r["name"], r["default"].replace(",", ", "), r["allowed"], r["doc"])
+         for r in spec.schema.table()), keep=("name",)))
+    console.print(text_table(
+        f"{family} outputs", ("name", "units", "long_name"),
+        ((o.name, o.units, o.long_name + (f" (standard error: {o.stderr})" if o.stderr else ""))
+         for o in spec.outputs), keep=("name", "units")))
 
 
 def add_methods_verb(app: typer.Typer) -> None:

@@ -94,10 +94,11 @@ def present_bayes(cells: Sequence[Cell], outs: Sequence[dict[str, Any]],
 ERM_FACE = CliFace(
     verb=("theory", "erm"), grid=True, group_help=GROUP_HELP,
     fields={"alpha": "5", "lam": "0.1", "activation": "softmax", "seed": "0"},
-    help={"lam": "Ridge penalty lam >= 0 (k and v), or 'opt' (the theory's optimal lam per "
-                 "alpha).", "seed": "Seed of the channel samples."},
+    help={"lam": "Ridge penalty lam >= 0 (k and v), or 'optimal' (the theory's optimal lam "
+                 "per alpha).", "seed": "Seed of the channel samples."},
     hide=("start", "path"),
-    switches=(("start", "informed", "informed, uninformed or both."), CONTINUATION),
+    switches=(("start", "informed", "informed, uninformed or both.",
+               "[informed|uninformed|both]"), CONTINUATION),
     prepare=prepare_erm, present=present_erm, columns=POINT_COLUMNS,
     doc="Replica-symmetric ERM fixed point: overlaps, conjugates, test excess error, training "
         "loss, per alpha (continuation in alpha over a list, both sweep directions)")
