@@ -552,6 +552,20 @@ def test_a_tempered_cell_is_judged_on_its_swaps_and_round_trips_too():
     assert v.status == C.HOLDS and "round trips" not in v.evidence
 
 
+def test_nishimori_beyond_the_norm_bound_is_not_judged():
+    """The finite-size run's Nishimori check said 'does not hold' because its scatter bound
+    collapsed to 0 once m_v passed 1 + 2 sqrt(2/D) (a teacher of large norm at small D): such
+    an overlap is now 'not enough data', naming the teacher's norm; one under the bound is
+    judged as before."""
+    v = C.sampler_claims(_sampler_tree(m_v=1.45, q_v=1.40))[1]
+    assert v.status == C.UNDECIDED and "needs the teacher's norm |v*|^2/D" in v.evidence
+    assert "above the bound 1.4" in v.evidence  # 1 + 2 sqrt(2/50) = 1.4
+    v = C.sampler_claims(_sampler_tree(m_v=0.9, q_v=0.9))[1]
+    assert v.status == C.HOLDS
+    v = C.sampler_claims(_sampler_tree(m_v=0.9, q_v=0.5))[1]
+    assert v.status == C.FAILS
+
+
 def test_ess_threshold_printed_per_chain():
     """Case 5 ('ESS >= 100 per chain' printed the total, '< 200'): the per-chain value is
     compared and printed, with the total beside it."""

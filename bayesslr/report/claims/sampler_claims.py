@@ -220,7 +220,18 @@ def _nishimori_point(r: pd.Series, tests: int = 1) -> tuple[str, str] | None:
         # posterior variance per coordinate rho - m, with the teacher's norm rho = |k*|^2/D
         # unknown here: 1 +- sqrt(2 / D), bounded above at two of its standard deviations
         # (with rho = 1 a teacher of norm above 1 gives m > 1 and a zero variance)
-        var = max(1.0 - m + 2.0 * math.sqrt(2.0 / D), 0.0)
+        bound = 1.0 + 2.0 * math.sqrt(2.0 / D)
+        if not m < bound:
+            # the bound says nothing here: a scatter of 0 would fail any gap (the finite-size
+            # run's D = 25 cells read 'm_v - q_v = ... (expected 0 +- 0)'); the teacher's own
+            # norm would decide it, the cells do not hold it
+            sts.append(undecided(f"needs the teacher's norm |{a}*|^2/D (m_{a} = {m:.3g} is "
+                                 f"above the prior's bound 1 + 2 sqrt(2/D) = {bound:.3g}, "
+                                 "so the expected scatter cannot be bounded)"))
+            parts.append(f"m_{a} - q_{a} = {m - q:+.3g} (m_{a} {m:.3g} above the bound "
+                         f"{bound:.3g}: not judged)")
+            continue
+        var = bound - m
         sd = math.sqrt(max(q, 0.0) * var / D)
         bias = var / r.ess_bulk_min if r.ess_bulk_min > 0 else 0.0
         gap = m - q + bias
