@@ -281,3 +281,70 @@ def test_special_cell_files_are_not_opened_and_are_recomputed(swept, tmp_path, c
     link.symlink_to(victim)  # a whole, valid cell file, but through a link: not read
     with pytest.raises(CorruptCell, match="symbolic link"):
         read_cell_file(link)
+
+
+# --------------------------------------------------------------------------------------------
+# case 2: theory_paths checkpoints are checked like cells
+# --------------------------------------------------------------------------------------------
+def _checkpoint(tmp_path, monkeypatch):
+    from bayesslr.theory import checkpoint as C
+
+    monkeypatch.setenv(C.CHECKPOINT_ENV, str(tmp_path / "ck"))
+    ck = C.PathCheckpoint.open(task="t", path=[0.5, 1.0])
+    ck.save(0.5, {"lam": 0.125, "err": 0.25}, (1.0, 2.0), 3.0)
+    ck.save(1.0, {"lam": 0.0625, "err": 0.5}, (3.0, 4.0), 3.0)
+    return ck
+
+
+def test_an_edited_checkpoint_number_is_not_restored(tmp_path, monkeypatch):
+    """Case 2. Before: a checkpoint carried no checksum, so an edited number that was still
+    valid JSON was restored and flowed into the dataset under a fresh cell checksum. Now the
+    file fails its checksum: one warning naming it, the point is solved again (not
+    restored), and the file is replaced when it is."""
+    ck = _checkpoint(tmp_path, monkeypatch)
+    assert [p for p, _ in ck.restore([0.5, 1.0])] == [{"lam": 0.125, "err": 0.25},
+                                                        {"lam": 0.0625, "err": 0.5}]
+    f = ck.directory / "alpha-1.0.json"
+    f.write_text(f.read_text().replace("0.0625", "0.0626"))
+    json.loads(f.read_text())  # still valid JSON
+    with pytest.warns(RuntimeWarning, match=r"alpha-1\.0\.json not trusted \(content does "
+                                            "not match its checksum"):
+        assert len(ck.restore([0.5, 1.0])) == 1
+    ck.save(1.0, {"lam": 0.0625, "err": 0.5}, (3.0, 4.0), 3.0)  # solved again, replaced
+    assert len(ck.restore([0.5, 1.0])) == 2
+    doc = json.loads(f.read_text())
+    del doc["checksum"]  # an unchecked file (written before checksums) is not trusted either
+    f.write_text(json.dumps(doc))
+    with pytest.warns(RuntimeWarning, match="no checksum"):
+        assert len(ck.restore([0.5, 1.0])) == 1
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("bad", ["list", "null", "deep", "fifo", "dev-zero", "directory"])
+def test_a_malformed_checkpoint_is_solved_again_not_fatal(bad, tmp_path, monkeypatch):
+    """Case 2. Before: a checkpoint file that was a JSON list or ``null`` raised on every rerun,
+    a deeply nested one raised RecursionError, a FIFO hung and a link to /dev/zero read until
+    memory ran out, until the user deleted it. Now each is refused at once with one warning
+    naming the file, and the point's next save replaces it."""
+    ck = _checkpoint(tmp_path, monkeypatch)
+    f = ck.directory / "alpha-0.5.json"
+    f.unlink()
+    if bad == "list":
+        f.write_text("[1, 2, 3]")
+    elif bad == "null":
+        f.write_text("null")
+    elif bad == "deep":
+        f.write_text("[" * 200_000 + "]" * 200_000)
+    elif bad == "fifo":
+        os.mkfifo(f)
+    elif bad == "dev-zero":
+        f.symlink_to("/dev/zero")
+    else:
+        f.mkdir()
+    t0 = time.monotonic()
+    with pytest.warns(RuntimeWarning, match=r"alpha-0\.5\.json not trusted"):
+        assert ck.restore([0.5, 1.0]) == []
+    assert time.monotonic() - t0 < 5
+    if bad != "directory":  # a directory there cannot be replaced: the save only warns
+        ck.save(0.5, {"lam": 0.125, "err": 0.25}, (1.0, 2.0), 3.0)
+        assert len(ck.restore([0.5, 1.0])) == 2 and f.is_file() and not f.is_symlink()

@@ -95,7 +95,9 @@ def test_an_unreadable_or_foreign_point_is_solved_again(cdir, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         lam_opt.optimal_lambda_curve(TASK, "softmax", ALPHAS, OPT, checkpoint=ck, **KW)
     second = ck.directory / "alpha-1.0.json"
-    second.write_text(json.dumps({**json.loads(second.read_text()), "key": "another path"}))
+    foreign = {**json.loads(second.read_text()), "key": "another path"}
+    foreign["checksum"] = C._checksum(foreign)  # a whole, checked file of another path
+    second.write_text(json.dumps(foreign))
     assert len(ck.restore(ALPHAS)) == 1
     calls.clear()
     with pytest.raises(KeyboardInterrupt):
@@ -103,9 +105,10 @@ def test_an_unreadable_or_foreign_point_is_solved_again(cdir, monkeypatch):
     assert calls == [1.0, 2.0]  # the foreign point solved again (and written again)
     assert len(ck.restore(ALPHAS)) == 2
     (ck.directory / "alpha-0.5.json").write_text("{ truncated")
-    assert ck.restore(ALPHAS) == []
+    with pytest.warns(RuntimeWarning, match="not JSON"):
+        assert ck.restore(ALPHAS) == []
     calls.clear()
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(KeyboardInterrupt), pytest.warns(RuntimeWarning, match="not JSON"):
         lam_opt.optimal_lambda_curve(TASK, "softmax", ALPHAS, OPT, checkpoint=ck, **KW)
     assert calls == [0.5, 1.0, 2.0]
 

@@ -22,6 +22,13 @@ written atomically. The directory is removed once the path is solved whole. A fi
 be read back, or that belongs to another key, is ignored (the point is solved again); a
 checkpoint that cannot be written is skipped with a warning: checkpoints never stop a solve.
 
+Every file carries a SHA-256 checksum of its content (like a cell file), and nothing else is
+trusted: a file whose checksum does not match (an edited number that is still valid JSON), one
+without a checksum (written before they existed), one that is not a JSON object, is nested
+deeper than any checkpoint, is larger than :data:`MAX_BYTES`, or is a symbolic link, FIFO or
+device (never opened through) is not restored: the point is solved again and its file
+replaced, with one warning line naming the file.
+
 The files are plain JSON (no pickle): the two result classes, tuples, dicts with non-string
 keys and numpy arrays are tagged, and floats are written with ``repr`` so they read back
 exactly (NaN and infinities included).
@@ -43,10 +50,77 @@ from typing import Any
 
 import numpy as np
 
-from bayesslr.core.files import StoreError, env_dir, write_text_atomic
+from bayesslr.core.files import StoreError, env_dir, read_regular, write_text_atomic
 
 CHECKPOINT_ENV = "BAYESSLR_PATH_CHECKPOINTS"
-FORMAT = 1
+FORMAT = 1  # part of the path key; the checksum came without changing it (files lacking one
+# are solved again and replaced)
+MAX_BYTES = 64 << 20  # one point with its warm state: about 100 kB
+MAX_DEPTH = 64  # JSON nesting of a point (dataclass > map > tuple > array: under 10 levels)
+
+
+class UntrustedCheckpoint(ValueError):
+    """A checkpoint file that fails its checks (the message says why)."""
+
+
+def _checksum(doc: Mapping[str, Any]) -> str:
+    body = {k: v for k, v in doc.items() if k != "checksum"}
+    text = json.dumps(body, sort_keys=True, allow_nan=False)
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _depth_ok(text: str, limit: int) -> bool:
+    """Whether the JSON ``text`` nests at most ``limit`` deep (brackets outside strings)."""
+    depth, in_str, esc = 0, False, False
+    for ch in text:
+        if in_str:
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == '"':
+                in_str = False
+        elif ch == '"':
+            in_str = True
+        elif ch in "[{":
+            depth += 1
+            if depth > limit:
+                return False
+        elif ch in "]}":
+            depth -= 1
+    return True
+
+
+def read_checkpoint_file(path: Path) -> dict[str, Any]:
+    """The checked JSON object of a checkpoint file; :class:`UntrustedCheckpoint` (or
+    ``FileNotFoundError``) otherwise: see the module docstring for the checks."""
+    try:
+        data = read_regular(path, MAX_BYTES)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:  # NotRegularFile included: a link, FIFO, device, too large
+        raise UntrustedCheckpoint(str(exc).split("; allowed")[0]) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UntrustedCheckpoint("not UTF-8") from None
+    if not _depth_ok(text, MAX_DEPTH):
+        raise UntrustedCheckpoint(f"nested deeper than {MAX_DEPTH} levels")
+    try:
+        doc = json.loads(text)
+    except (ValueError, RecursionError):
+        raise UntrustedCheckpoint("not JSON") from None
+    if not isinstance(doc, dict):
+        raise UntrustedCheckpoint(f"not a JSON object (a {type(doc).__name__})")
+    if "checksum" not in doc:
+        raise UntrustedCheckpoint("no checksum")
+    try:
+        ok = doc["checksum"] == _checksum(doc)
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise UntrustedCheckpoint("content does not match its checksum")
+    return doc
 
 
 def checkpoint_dir() -> Path | None:
@@ -161,14 +235,21 @@ class PathCheckpoint:
         out: list[tuple[Any, Any]] = []
         self.restored_s = self.restored_cpu_s = 0.0
         for a in alphas:
+            path = self._file(a)
             try:
-                doc = json.loads(self._file(a).read_text(encoding="utf-8"))
+                doc = read_checkpoint_file(path)
                 if doc.get("key") != self.key or doc.get("alpha") != repr(float(a)):
                     break
                 point, state = decode(doc["point"]), decode(doc["state"])
                 seconds = float(doc.get("seconds", 0.0))
                 cpu_seconds = float(doc.get("cpu_seconds", 0.0))
-            except (OSError, ValueError, KeyError, TypeError):
+            except FileNotFoundError:
+                break
+            except UntrustedCheckpoint as exc:
+                warnings.warn(f"replica path checkpoint {path} not trusted ({exc}); the "
+                              "point is solved again", RuntimeWarning, stacklevel=2)
+                break
+            except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
                 break
             out.append((point, state))
             self.restored_s += seconds
@@ -184,6 +265,7 @@ class PathCheckpoint:
                "written": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                "point": encode(point), "state": encode(state)}
         try:
+            doc["checksum"] = _checksum(doc)
             self.directory.mkdir(parents=True, exist_ok=True)
             write_text_atomic(json.dumps(doc, allow_nan=False), self._file(alpha))
         except (OSError, StoreError) as exc:
