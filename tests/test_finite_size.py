@@ -193,6 +193,20 @@ def test_studies_from_a_results_tree():
     assert len(finite_size_studies(_tree())) == 5
 
 
+def test_a_sampler_study_with_unconverged_seeds_is_not_judged():
+    """As the paper claim does not judge a point whose chains did not converge, the finite-size
+    NUTS study says 'not enough data' when any seed is flagged (the finite-size run said
+    'holds' on 13 unconverged chains of 40); its fit is still shown."""
+    tree = _tree()
+    conv = tree["bayes_sampling"]["converged"].copy()
+    conv[..., 1, :3] = 0.0  # 3 seeds of the second size
+    tree["bayes_sampling"]["converged"] = conv
+    (nuts,) = nuts_studies(tree)
+    assert nuts.status == "not enough data" and nuts.fit is not None
+    D2 = nuts.points[1].D
+    assert f"D={D2}: 3 of" in nuts.needs and "not judged" in nuts.verdict().evidence
+
+
 def test_report_draws_the_study(tmp_path):
     """`write_report` on a finite-size tree draws the figure (error bars, the fit, the
     extrapolated point, the theory band) and writes the verdicts."""

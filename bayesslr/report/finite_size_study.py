@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +23,7 @@ from bayesslr.core.task import ConfigError
 from bayesslr.report.finite_size_fit import (
     MIN_SEEDS,
     MIN_SIZES,
+    UNDECIDED,
     SizePoint,
     Study,
     fit_points,
@@ -307,10 +309,26 @@ def nuts_studies(tree: xr.DataTree, *, min_sizes: int = MIN_SIZES) -> list[Study
         setting = setting_label(kv["variant"], kv["L"], kv["nu"], kv["alpha"], kv["delta"])
         extra = {"theory parts": f"state evolution {pm_4dp(se_v, se_s)} - Bayes population "
                                  f"{pm_4dp(pop_v, pop_s)}"}
-        out.append(make_study(setting, "bayes_sampling (teacher start)", "",
-                              "excess_over_oracle", "the state evolution",
-                              size_points(g, "excess_over_oracle"), theory, theory_se, extra))
+        study = make_study(setting, "bayes_sampling (teacher start)", "",
+                           "excess_over_oracle", "the state evolution",
+                           size_points(g, "excess_over_oracle"), theory, theory_se, extra)
+        out.append(_unconverged_not_judged(study))
     return out
+
+
+def _unconverged_not_judged(study: Study) -> Study:
+    """A sampler study with seeds whose chains did not converge is not judged (not enough
+    data), as the paper claim does not judge such a point (finite_sample_claims): an
+    agreement of chains that have not mixed is no evidence either way. The fit is still
+    computed and shown."""
+    bad = [(p.D, p.unconverged, p.n) for p in study.points if p.unconverged]
+    if not bad:
+        return study
+    where = ", ".join(f"D={D}: {k} of {n}" for D, k, n in bad)
+    why = (f"needs chains that pass the convergence checks at every seed ({where} seeds not "
+           "converged): not judged")
+    return replace(study, status=UNDECIDED, needs=why,
+                   extra={**study.extra, "not judged": why})
 
 
 def finite_size_studies(tree: xr.DataTree) -> list[Study]:
