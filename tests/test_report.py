@@ -566,6 +566,26 @@ def test_nishimori_beyond_the_norm_bound_is_not_judged():
     assert v.status == C.FAILS
 
 
+def test_state_evolution_fall_is_decided_by_design():
+    """The state-evolution claim could never be decided on a 15-point grid (neighbours at
+    large alpha differ by less than their errors); now a step within its errors is no
+    evidence against a fall, a step up beyond them fails, and the first-to-last fall and the
+    Bayes-risk floor decide it."""
+    from bayesslr.report.claims.finite_sample_claims import _decrease_point
+
+    sel = {"variant": "spiked", "L": "3", "nu": 2.0, "delta": 0.01}
+    alpha = np.arange(1.0, 16.0)
+    te = 0.36 + 0.5 / alpha  # falls, by less than the errors at the end
+    grp = pd.DataFrame({"alpha": alpha, "test_error": te, "se": np.full(alpha.size, 0.004)})
+    st, text = _decrease_point({}, sel, grp, tests=30)
+    assert st == C.HOLDS, text
+    assert "14 of 14 steps not up" in text and "within their errors" in text
+    up = grp.copy()
+    up.loc[7, "test_error"] += 0.05  # one step up by 12 combined errors
+    st, text = _decrease_point({}, sel, up, tests=30)
+    assert st == C.FAILS and "steps up beyond their errors" in text
+
+
 def test_ess_threshold_printed_per_chain():
     """Case 5 ('ESS >= 100 per chain' printed the total, '< 200'): the per-chain value is
     compared and printed, with the total beside it."""
