@@ -348,3 +348,83 @@ def test_a_malformed_checkpoint_is_solved_again_not_fatal(bad, tmp_path, monkeyp
     if bad != "directory":  # a directory there cannot be replaced: the save only warns
         ck.save(0.5, {"lam": 0.125, "err": 0.25}, (1.0, 2.0), 3.0)
         assert len(ck.restore([0.5, 1.0])) == 2 and f.is_file() and not f.is_symlink()
+
+
+# --------------------------------------------------------------------------------------------
+# case 6: the Python API checks sizes before allocating, and names the parameter
+# --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(("kwargs", "needle"), [
+    ({"D": 10**6}, "GB for the target's data"),  # before: the interpreter aborted
+    ({"D": 10**7}, "D=10000000 is out of range"),
+    ({"n_test": 10**9}, "n_test=1000000000 is out of range"),
+    ({"D": 50, "n_test": 10**8}, "need about"),  # before: ran unbounded
+    ({"seed": 2**64}, "seed=18446744073709551616 is out of range"),
+    ({"seed": 1.5}, "seed=1.5 is not an integer"),
+    ({"alpha": float("nan")}, "alpha=nan"),
+])
+def test_target_sizes_are_checked_before_allocating(kwargs, needle, monkeypatch):
+    """Case 6. Before: ``bs.target(D=10**6)`` aborted the interpreter allocating its data, a
+    huge ``n_test`` ran unbounded, ``seed=2**64`` failed deep inside JAX and ``seed=1.5`` was
+    silently truncated. Now each is one ConfigError (a ValueError) naming the parameter and
+    the allowed range, raised before anything is allocated."""
+    import tracemalloc
+
+    import bayesslr as bs
+
+    monkeypatch.setenv("BAYESSLR_MEMORY_LIMIT", "8G")
+    tracemalloc.start()
+    try:
+        with pytest.raises(ValueError, match=needle) as ex:
+            bs.target(**kwargs)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert isinstance(ex.value, bs.ConfigError) and "allowed" in str(ex.value)
+    assert "\n" not in str(ex.value) and peak < 50 * 2**20
+
+
+@pytest.fixture(scope="module")
+def small_target():
+    import bayesslr as bs
+
+    return bs.target(D=20, alpha=2.0, n_test=200)
+
+
+@pytest.mark.parametrize(("draws", "needle"), [
+    ("empty", "0 draws"), ("huge", "value of size 1e\\+30"), ("wide", "shapes")])
+def test_score_draws_refuses_draws_it_cannot_score(draws, needle, small_target):
+    """Case 6. Before: empty draws or draws of 1e30 returned all-NaN scores without an
+    error. Now one ConfigError naming ``draws``."""
+    import numpy as np
+
+    import bayesslr as bs
+
+    D = small_target.D
+    d = {"empty": {"k": np.zeros((0, D)), "v": np.zeros((0, D))},
+         "huge": {"k": np.full((4, D), 1e30), "v": np.ones((4, D))},
+         "wide": {"k": np.zeros((1, 2, 3, D)), "v": np.zeros((1, 2, 3, D))}}[draws]
+    with pytest.raises(bs.ConfigError, match=needle) as ex:
+        bs.score_draws(small_target, d)
+    assert "draws" in str(ex.value) and "allowed" in str(ex.value)
+
+
+def test_log_density_and_test_errors_name_a_wrong_shape(small_target):
+    """Case 6. Before: a ``(3, D)`` batch to ``log_density`` and a wrong-length ``y_hat`` to
+    ``test_errors`` failed inside JAX without naming the parameter. Now one ConfigError each;
+    a single point and a vmapped batch still work."""
+    import jax
+    import numpy as np
+
+    import bayesslr as bs
+
+    t = small_target
+    batch = t.init(jax.random.key(0), 3)
+    with pytest.raises(bs.ConfigError, match=r"theta\['k'\].*\(3, 20\).*\(D,\)"):
+        t.log_density(batch)
+    assert np.isfinite(t.log_density(t.teacher))
+    assert jax.vmap(t.log_density)(batch).shape == (3,)
+    with pytest.raises(bs.ConfigError, match=r"y_hat has shape \(7,\); allowed: \(200,\)"):
+        bs.test_errors(t.task, bs.Teacher(*(jax.numpy.asarray(t.teacher[k]) for k in "kv")),
+                       t.test, np.zeros(7))
+    with pytest.raises(bs.ConfigError, match="n=0 is out of range"):
+        t.init(jax.random.key(0), 0)

@@ -105,5 +105,14 @@ def test_errors(task: TaskConfig, teacher: Teacher, test: Data, y_hat: Array) ->
     >>> zero = bs.test_errors(task, teacher, test, test.y * 0)  # the trivial predictor
     >>> zero.test_error > zero.oracle_error, zero.excess_over_oracle > 0
     (True, True)
+
+    A ``y_hat`` that is not one number per test input raises
+    :class:`~bayesslr.core.task.ConfigError` naming it (before any work).
     """
+    n = int(np.shape(test.y)[0])
+    if np.shape(y_hat) != (n,):
+        from bayesslr.core.task import ConfigError
+
+        raise ConfigError(f"y_hat has shape {np.shape(y_hat)}; allowed: ({n},), one "
+                          "prediction per test input")
     return TestErrors(*(float(np.asarray(x)) for x in _score(task, teacher, test, y_hat)))

@@ -24,7 +24,6 @@ as in the model.
 from __future__ import annotations
 
 import functools
-import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -34,7 +33,15 @@ import jax.numpy as jnp
 import numpy as np
 
 from bayesslr.bayes.model import LOG_2PI, ModelSpec, log_lik_samples, model_spec
-from bayesslr.core.task import ConfigError, Data, TaskConfig, Teacher, make_task
+from bayesslr.core.task import (
+    ConfigError,
+    Data,
+    TaskConfig,
+    Teacher,
+    check_int,
+    check_real,
+    make_task,
+)
 
 N_TEST = 4000
 _NAME = re.compile(r"^slr_(?P<variant>spiked|max)_L(?P<L>[^_]+)_nu(?P<nu>[^_]+)_delta"
@@ -119,8 +126,9 @@ def _check_theta(theta: Any, D: int, *, batch: bool, name: str) -> tuple[Any, An
                           f"{{'k': {'(n, D)' if batch else '(D,)'}, 'v': ...}} with D={D}")
     k, v = theta["k"], theta["v"]
     ks, vs = np.shape(k), np.shape(v)
-    if ks != vs or not ks or ks[-1] != D or (batch and len(ks) < 2):
-        want = "(n, D) or (chains, n, D)" if batch else "(..., D)"
+    if ks != vs or not ks or ks[-1] != D or (batch and len(ks) not in (2, 3)) or (
+            not batch and len(ks) != 1):
+        want = "(n, D) or (chains, n, D)" if batch else "(D,) (a batch: jax.vmap)"
         raise ConfigError(f"{name}['k'], {name}['v'] have shapes {ks}, {vs}; allowed: equal "
                           f"shapes {want} with D={D}")
     return k, v
@@ -203,9 +211,9 @@ class Target:
 
     def init(self, key: jax.Array, n: int) -> dict[str, jax.Array]:
         """``n`` independent prior draws ``{"k": (n, D), "v": (n, D)}`` (random starts)."""
-        n = int(n)
-        if n < 1:
-            raise ConfigError(f"n={n} is out of range; allowed: integer >= 1")
+        from bayesslr.registry import memory_limit
+
+        n = check_int("n", n, low=1, high=max(1, int(memory_limit() // (8 * self.D))))
         kk, kv = jax.random.split(key)
         return {"k": jax.random.normal(kk, (n, self.D)), "v": jax.random.normal(kv, (n, self.D))}
 
@@ -289,18 +297,14 @@ def target(name: str | None = None, *, variant: str = "spiked", L: Any = 3, nu: 
             "variant", "L", "nu", "delta", "D", "alpha", "seed"))
     from bayesslr.inference.evaluate import task_data
 
+    D = check_int("D", D, low=1, high=MAX_D)
     task = make_task(variant, L=L, nu=nu, delta=delta, D=D)
     model_spec(task)  # refuses Delta = 0 and nu = inf (no density to sample) in one line
-    alpha = float(alpha)
-    if not (alpha > 0 and math.isfinite(alpha)):
-        raise ConfigError(f"alpha={alpha!r} is out of range; allowed: finite real > 0")
-    seed = int(seed)
-    if seed < 0:
-        raise ConfigError(f"seed={seed} is out of range; allowed: integer >= 0")
-    n_test = int(n_test)
-    if n_test < 2:
-        raise ConfigError(f"n_test={n_test} is out of range; allowed: integer >= 2")
+    alpha = check_real("alpha", alpha, low=0.0, low_open=True, high=1e6)
+    seed = check_int("seed", seed, low=0, high=2**32 - 1)  # seed_key's range, as in a cell
+    n_test = check_int("n_test", n_test, low=2, high=MAX_N_TEST)
     N = max(1, int(round(alpha * task.D)))
+    _check_memory(task, N, n_test)  # before anything is allocated, as the CLI checks cells
     td = task_data(task, seed, N, n_test)
     L_label = task.length.label()
     nm = target_name(task.variant, L_label, task.nu, task.delta, task.D, alpha, seed)
@@ -310,6 +314,27 @@ def target(name: str | None = None, *, variant: str = "spiked", L: Any = 3, nu: 
                "v": np.asarray(td.teacher.v, np.float32)}
     return Target(nm, task, alpha, seed, n_test, data, teacher, td.test,
                   nm in set(targets()) and n_test == N_TEST)
+
+
+MAX_D = 10**6  # the largest dimension (a target's data also has to fit in memory)
+MAX_N_TEST = 10**8  # the largest test set (it also has to fit in memory)
+MAX_DRAW_ABS = 1e6  # draws farther out than this overflow the predictor's softmax
+
+
+def _check_memory(task: TaskConfig, N: int, n_test: int) -> None:
+    """ConfigError when the target's data, ``(N + n_test) x L x D`` float32 with the
+    working copies of their sampling (about 3 times that), would not fit in
+    :func:`bayesslr.registry.memory_limit` (what ``bayesslr run`` checks for every cell)."""
+    from bayesslr.registry import memory_limit
+
+    need = 12.0 * (N + n_test) * task.L_max * task.D
+    limit = memory_limit()
+    if need > limit:
+        raise ConfigError(
+            f"D={task.D}, alpha, n_test={n_test} need about {need / 2**30:.3g} GB for the "
+            f"target's data ((N={N} + n_test) x L={task.L_max} x D float32); allowed: at most "
+            f"{limit / 2**30:.3g} GB (80% of this machine's memory, or "
+            "BAYESSLR_MEMORY_LIMIT): lower D, alpha or n_test")
 
 
 def _by_name(name: str) -> Target:
@@ -361,11 +386,19 @@ def score_draws(target: Target | str, draws: dict[str, Any], *, chunk: int = 128
     if not isinstance(target, Target):
         raise ConfigError(f"target must be a Target or a target name (got "
                           f"{type(target).__name__}); allowed: bayesslr.target(name)")
+    chunk = check_int("chunk", chunk, low=1, high=10**6)
     k, v = _check_theta(draws, target.D, batch=True, name="draws")
     k = np.asarray(k, np.float32).reshape(-1, target.D)
     v = np.asarray(v, np.float32).reshape(-1, target.D)
+    if k.shape[0] == 0:
+        raise ConfigError(f"draws hold 0 draws (shape {np.shape(draws['k'])}); allowed: at "
+                          "least 1 draw, (n, D) or (chains, n, D) with n >= 1")
     if not (np.isfinite(k).all() and np.isfinite(v).all()):
         raise ConfigError("draws hold non-finite values; allowed: finite k and v")
+    big = float(max(np.abs(k).max(), np.abs(v).max()))
+    if big > MAX_DRAW_ABS:
+        raise ConfigError(f"draws hold a value of size {big:.3g}; allowed: |k|, |v| <= "
+                          f"{MAX_DRAW_ABS:g} (larger ones overflow the predictor)")
     from bayesslr.core.task import seed_key
     from bayesslr.inference.evaluate import TaskData
 
@@ -373,6 +406,10 @@ def score_draws(target: Target | str, draws: dict[str, Any], *, chunk: int = 128
     teacher = Teacher(jnp.asarray(target.teacher["k"]), jnp.asarray(target.teacher["v"]))
     td = TaskData(seed_key(target.seed), teacher, None, target.test)
     out, y_hat = _score(target.task, target.spec, td, k, v, look, chunk=chunk)
+    if not np.isfinite(out["test_error"]):
+        raise ConfigError(f"draws give non-finite predictions ({int(np.sum(~np.isfinite(y_hat)))}"
+                          f" of {np.size(y_hat)}); allowed: draws whose predictor is finite "
+                          "(|k|, |v| of the posterior's size)")
     e, se = out["excess_over_reference"], out["excess_over_reference_stderr"]
     out["reaches_reference"] = bool(np.isfinite(e) and e <= 3.0 * se)
     y_ref = None if look is None else look.get("y_hat")
