@@ -141,3 +141,14 @@ def test_readme_command_runs_or_parses(cmd, tmp_path, capsys, monkeypatch):
     res = subprocess.run(argv, cwd=ROOT if args[:1] != ["-c"] else tmp_path, env=_env(),
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, (argv, res.stdout[-2000:], res.stderr[-2000:])
+
+
+def test_readme_is_a_front_page():
+    """At most 200 lines (issue 37): what it is, the two commands, the headline figure, where
+    to go next; every document and figure it points to exists."""
+    text = README.read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 200
+    linked = re.findall(r"\]\(([^)#]+)\)", text) + re.findall(r"`((?:docs|benchmarks)/[^`]+)`",
+                                                            text)
+    missing = [p for p in linked if not p.startswith("http") and not (ROOT / p).exists()]
+    assert missing == []
