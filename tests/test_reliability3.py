@@ -428,3 +428,28 @@ def test_log_density_and_test_errors_name_a_wrong_shape(small_target):
                        t.test, np.zeros(7))
     with pytest.raises(bs.ConfigError, match="n=0 is out of range"):
         t.init(jax.random.key(0), 0)
+
+
+# --------------------------------------------------------------------------------------------
+# case 10: a bad BAYESSLR_PLUGINS entry
+# --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("entry", ["missing.py", "syntax.py", "raises.py", "no_such_module_x"])
+@pytest.mark.parametrize("verb", [["--help"], ["presets"]])
+def test_a_bad_plugin_entry_is_one_line(entry, verb, tmp_path, capsys, monkeypatch):
+    """Case 10. Before: a bad entry broke every verb, ``--help`` included, with a traceback.
+    Now: exit 2, one line naming the variable, the entry and its error, and saying that the
+    variable executes code."""
+    (tmp_path / "syntax.py").write_text("def broken(:\n")
+    (tmp_path / "raises.py").write_text("raise RuntimeError('plugin boom')\n")
+    path = entry if not entry.endswith(".py") else str(tmp_path / entry)
+    from conftest import PLUGIN
+
+    monkeypatch.setenv("BAYESSLR_PLUGINS", f"{PLUGIN},{path}")
+    code, _, err = run_cli(verb, capsys)
+    assert code == 2, err
+    line = one_line(err)
+    assert f"BAYESSLR_PLUGINS entry {path!r} cannot be loaded" in line and "trusted" in line
+    assert {"missing.py": "FileNotFoundError", "syntax.py": "SyntaxError",
+            "raises.py": "plugin boom", "no_such_module_x": "ModuleNotFoundError"}[entry] in line
+    assert not any(m.startswith("bayesslr_plugin_") and m.endswith(("syntax", "raises"))
+                   for m in sys.modules)

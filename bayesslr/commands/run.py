@@ -4,7 +4,10 @@
 ``results/quick/dataset.nc``; ``bayesslr report results/quick`` draws its figures into
 ``results/quick/figures``. Extra method families can be loaded from modules or ``.py`` files
 named in ``$BAYESSLR_PLUGINS`` (comma separated; the test suite registers a tiny method this
-way).
+way). That variable executes code: every verb (``--help`` included) and every dask worker
+imports or runs each entry with the user's rights, so set it to trusted code only
+(:func:`bayesslr.sweep.executors.plugin_names`); an entry that cannot be loaded is one line,
+exit 2.
 """
 
 from __future__ import annotations

@@ -167,25 +167,46 @@ def interrupt_on_signals() -> Iterator[StopFlag]:
 # plugins
 # --------------------------------------------------------------------------------------------
 def plugin_names() -> tuple[str, ...]:
-    """Plugin modules or files named in ``$BAYESSLR_PLUGINS``."""
+    """Plugin modules or files named in ``$BAYESSLR_PLUGINS``.
+
+    **This variable executes code.** Every entry is imported (a module name) or executed (a
+    ``.py`` file) by every ``bayesslr`` verb, ``--help`` included, by ``bayesslr.run`` and by
+    every dask worker of a sweep, with the rights of the user who runs it. Set it only to
+    code you trust, never from a shared or world-writable location, and do not export it in a
+    shell profile that other tools inherit.
+    """
     return tuple(p.strip() for p in os.environ.get(PLUGIN_ENV, "").split(",") if p.strip())
 
 
 def load_plugins(plugins: Sequence[str]) -> None:
-    """Import each plugin (a module name, or a path to a ``.py`` file) once."""
+    """Import each plugin (a module name, or a path to a ``.py`` file) once
+    (:func:`plugin_names`: this runs their code).
+
+    An entry that cannot be loaded (no such module or file, a syntax error, an exception while
+    it runs) raises one :class:`ConfigError` naming the entry and the error (the CLI: one line,
+    exit 2), and leaves nothing half-registered in ``sys.modules``."""
     for p in plugins:
-        if p.endswith(".py"):
-            name = "bayesslr_plugin_" + Path(p).stem
-            if name in sys.modules:
-                continue
-            spec = importlib.util.spec_from_file_location(name, p)
-            if spec is None or spec.loader is None:
-                raise ConfigError(f"{PLUGIN_ENV} entry {p!r} cannot be loaded")
-            mod = importlib.util.module_from_spec(spec)
-            sys.modules[name] = mod
-            spec.loader.exec_module(mod)
-        else:
-            importlib.import_module(p)
+        name = "bayesslr_plugin_" + Path(p).stem if p.endswith(".py") else p
+        if name in sys.modules:
+            continue
+        try:
+            if p.endswith(".py"):
+                if not Path(p).is_file():
+                    raise FileNotFoundError(f"no file {p}")
+                spec = importlib.util.spec_from_file_location(name, p)
+                if spec is None or spec.loader is None:
+                    raise ImportError("not a Python file")
+                mod = importlib.util.module_from_spec(spec)
+                sys.modules[name] = mod
+                spec.loader.exec_module(mod)
+            else:
+                importlib.import_module(p)
+        except (Exception, SystemExit) as exc:
+            sys.modules.pop(name, None)
+            why = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+            raise ConfigError(f"{PLUGIN_ENV} entry {p!r} cannot be loaded ({why}); allowed: "
+                              "a comma list of importable module names or .py files (each is "
+                              "executed by every verb: set it to trusted code only)") from None
 
 
 # --------------------------------------------------------------------------------------------
