@@ -453,3 +453,75 @@ def test_a_bad_plugin_entry_is_one_line(entry, verb, tmp_path, capsys, monkeypat
             "raises.py": "plugin boom", "no_such_module_x": "ModuleNotFoundError"}[entry] in line
     assert not any(m.startswith("bayesslr_plugin_") and m.endswith(("syntax", "raises"))
                    for m in sys.modules)
+
+
+# --------------------------------------------------------------------------------------------
+# case 9: export posteriordb: durable writes, unique temporary names, guarded OUT
+# --------------------------------------------------------------------------------------------
+def test_export_write_failure_is_one_store_error_with_no_tmp_left(tmp_path, monkeypatch):
+    """Case 9. Before: a write failure gave a traceback and left ``*.tmp`` files behind. Now
+    StoreError (the CLI: one line, exit 4), nothing temporary left, and a rerun completes."""
+    import errno
+
+    from bayesslr.core import files
+    from bayesslr.core.files import StoreError
+    from bayesslr.export.posteriordb import export
+
+    out = tmp_path / "pdb"
+    real = files.os.write
+
+    def full(fd, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(files.os, "write", full)
+    with pytest.raises(StoreError, match="No space left on device"):
+        export(out, names=[], log=None)
+    monkeypatch.setattr(files.os, "write", real)
+    assert not [p for p in out.rglob("*") if p.name.endswith(".tmp")]
+    export(out, names=[], log=None)
+    assert (out / "models" / "pymc" / "slr_marginal.py").is_file()
+
+
+def test_two_exports_at_once_do_not_collide(tmp_path):
+    """Case 9. Before: both wrote ``FILE.tmp`` and one's rename failed (FileNotFoundError).
+    Now each writer has its own temporary name."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from bayesslr.export.posteriordb import export
+
+    out = tmp_path / "pdb"
+    export(out, names=[], log=None)
+    with ThreadPoolExecutor(4) as pool:
+        for f in [pool.submit(export, out, names=[], log=None) for _ in range(24)]:
+            f.result()
+    assert not [p for p in out.rglob("*") if p.name.endswith(".tmp")]
+
+
+def test_an_export_rerun_with_other_settings_or_beside_user_files_is_refused(tmp_path,
+                                                                            capsys):
+    """Case 9. Before: a rerun into an existing export skipped every posterior but reported
+    the new settings, and an export wrote into a non-empty directory beside the user's files.
+    Now both exit 2 with one line, before any work; the same settings rerun fine."""
+    from bayesslr.export.posteriordb import MANIFEST, export
+
+    out = tmp_path / "pdb"
+    export(out, names=[], thin=8, log=None)
+    from bayesslr.core.task import ConfigError
+
+    with pytest.raises(ConfigError, match="thin=8 .*thin=4"):
+        export(out, names=[], thin=4, log=None)
+    with pytest.raises(ConfigError, match="reference_draws='stored'.*'quick'"):
+        export(out, names=[], reference_draws="quick", log=None)
+    export(out, names=[], thin=8, log=None)
+    doc = json.loads((out / MANIFEST).read_text())
+    doc["thin"] = 4  # an edited manifest is not trusted
+    (out / MANIFEST).write_text(json.dumps(doc))
+    with pytest.raises(ConfigError, match="checksum"):
+        export(out, names=[], thin=4, log=None)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "thesis.tex").write_text("x")
+    code, _, err = run_cli(["export", "posteriordb", str(mine), "--only",
+                            "slr_spiked_L3_nu2_delta0.01-D50_alpha5_seed0"], capsys)
+    assert code == 2 and "holds no bayesslr export" in one_line(err)
+    assert sorted(p.name for p in mine.iterdir()) == ["thesis.tex"]

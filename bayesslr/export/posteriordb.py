@@ -29,6 +29,17 @@ draws' info), and keeps every ``thin``-th draw. ``reference_draws="quick"`` runs
 instead (tests; the info says so). Per posteriordb, the draws are a list of chains, each
 ``{"k[1]": [...], ..., "v[D]": [...]}``.
 
+**Durability.** Every file is encoded in memory and written with the durable write of
+:mod:`bayesslr.core.files` (a temporary name unique to its writer, ``fsync``, rename): a write
+that fails (disk full, file-size limit, permissions) raises
+:class:`~bayesslr.core.files.StoreError` (one line; exit 4) with no temporary file left and
+the earlier file intact, and two exports at once never share a temporary name. ``OUT`` must
+be new, empty, or an earlier export: ``OUT/bayesslr-export.json`` (checksummed) records the
+settings of the export made there, and a rerun with other settings (``reference_draws``,
+``thin``) is refused instead of skipping every posterior while reporting the new ones; a
+non-empty directory that holds no export is refused instead of being written into beside
+the user's files.
+
 **The reference figure.** In this benchmark the reference is the Bayes-optimal *prediction*
 error, not the draws: the info fields say so, and give it with its standard error, the oracle
 and the state evolution (``bayesslr.score_draws(name, draws)`` scores draws against it on the
@@ -37,8 +48,9 @@ stored test inputs).
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
-import os
 import time
 import zipfile
 from collections.abc import Callable
@@ -48,8 +60,18 @@ from typing import Any
 
 import numpy as np
 
+from bayesslr.core.files import (
+    NotRegularFile,
+    StoreError,
+    read_regular,
+    write_bytes_atomic,
+    write_text_atomic,
+)
 from bayesslr.core.task import ConfigError
 from bayesslr.inference.targets import posteriordb_name
+
+MANIFEST = "bayesslr-export.json"  # the settings of the export in OUT (checksummed)
+LAYOUT = ("posteriors", "models", "data", "reference_posteriors")  # what an export holds
 
 MODEL_NAME = "slr_marginal"
 ADDED_BY = "bayesslr export posteriordb"
@@ -66,19 +88,87 @@ def posteriordb_data_name(target_name: str) -> str:
     return posteriordb_name(target_name).replace("-", "_")
 
 
+def _mkdir(path: Path) -> None:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(path, exc) from None
+
+
 def _write_zip_json(path: Path, inner: str, obj: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as z:
+    _mkdir(path.parent)
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as z:
         z.writestr(inner, json.dumps(obj))
-    os.replace(tmp, path)
+    write_bytes_atomic(buf.getbuffer(), path)
 
 
 def _write_json(path: Path, obj: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=1, default=float))
-    os.replace(tmp, path)
+    _mkdir(path.parent)
+    write_text_atomic(json.dumps(obj, indent=1, default=float), path)
+
+
+def _checksum(doc: dict[str, Any]) -> str:
+    body = json.dumps({k: v for k, v in doc.items() if k != "checksum"}, sort_keys=True)
+    return "sha256:" + hashlib.sha256(body.encode("utf-8")).hexdigest()
+
+
+def stored_settings(out: Path) -> dict[str, Any] | None:
+    """The settings recorded by the export in ``out`` (``None``: no manifest). ConfigError
+    when the manifest is a link or special file, unreadable, or fails its checksum."""
+    path = out / MANIFEST
+    try:
+        doc = json.loads(read_regular(path, 1 << 20).decode("utf-8"))
+    except FileNotFoundError:
+        return None
+    except NotRegularFile as exc:
+        raise ConfigError(str(exc)) from None
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{path} cannot be read ({type(exc).__name__}); allowed: the "
+                          "manifest an export wrote (or another OUT)") from None
+    if not isinstance(doc, dict) or doc.get("checksum") != _checksum(doc):
+        raise ConfigError(f"{path} fails its checksum; allowed: the manifest an export wrote "
+                          "(or another OUT)")
+    return {k: doc.get(k) for k in ("reference_draws", "thin")}
+
+
+def check_out(out: Path, settings: dict[str, Any]) -> bool:
+    """ConfigError unless ``out`` is new, empty, or an export made with ``settings`` (an
+    earlier export without a manifest: a directory holding only the posteriordb layout).
+    Touches nothing; returns whether the manifest must be written."""
+    if out.is_symlink() and not out.exists():
+        raise ConfigError(f"out={str(out)!r} is a symbolic link to a missing directory; "
+                          "allowed: a directory path")
+    if not out.exists():
+        return True
+    if not out.is_dir():
+        raise ConfigError(f"out={str(out)!r} exists and is not a directory; allowed: a "
+                          "directory path")
+    stored = stored_settings(out)
+    if stored is not None:
+        if stored != settings:
+            raise ConfigError(
+                f"out={str(out)!r} holds an export made with reference_draws="
+                f"{stored['reference_draws']!r}, thin={stored['thin']!r} (its posteriors "
+                f"would be skipped, not remade with reference_draws="
+                f"{settings['reference_draws']!r}, thin={settings['thin']!r}); allowed: "
+                "the same settings, or another OUT")
+        return False
+    foreign = sorted(p.name for p in out.iterdir() if p.name not in LAYOUT)
+    if foreign:
+        raise ConfigError(f"out={str(out)!r} is not empty and holds no bayesslr export "
+                          f"(e.g. {foreign[0]!r}); allowed: a new or empty directory, or an "
+                          "earlier export's")
+    return True
+
+
+def _write_manifest(out: Path, settings: dict[str, Any]) -> None:
+    import bayesslr
+
+    doc = {**settings, "written_by": ADDED_BY, "bayesslr_version": bayesslr.__version__}
+    doc["checksum"] = _checksum(doc)
+    _mkdir(out)
+    write_text_atomic(json.dumps(doc, indent=1, sort_keys=True), out / MANIFEST)
 
 
 def reference_chains(t, mode: str) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
@@ -135,7 +225,11 @@ def export(out: str | Path, *, names: list[str] | None = None, reference_draws: 
         raise ConfigError(f"reference_draws={reference_draws!r} is unknown; allowed: stored, "
                           "quick")
     out = Path(out)
+    settings = {"reference_draws": reference_draws, "thin": int(thin)}
+    new = check_out(out, settings)  # before any work or write
     today = time.strftime("%Y-%m-%d")
+    if new:
+        _write_manifest(out, settings)
     _write_model(out, today)
     written = [_export_posterior(out, bname, reference_draws, thin, log, today)
                for bname in names]
@@ -147,8 +241,8 @@ def _write_model(out: Path, today: str) -> None:
     """The one model: its PyMC code and its info."""
     code_rel = f"models/pymc/{MODEL_NAME}.py"
     code = (resources.files("bayesslr.export") / "slr_pymc.py").read_text()
-    (out / "models" / "pymc").mkdir(parents=True, exist_ok=True)
-    (out / code_rel).write_text(code)
+    _mkdir(out / "models" / "pymc")
+    write_text_atomic(code, out / code_rel)
     _write_json(out / "models" / "info" / f"{MODEL_NAME}.info.json", {
         "name": MODEL_NAME, "title": "Single-location regression, location summed out",
         "description": "Prior k, v ~ N(0, I_D); sum_i log (1/L_i) sum_l exp(a_l(k)) "
