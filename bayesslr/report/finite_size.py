@@ -11,7 +11,9 @@ that failed its own diagnostics (a replica point with ``converged`` false: the r
 solution is not trusted there) is drawn grey and dotted, its band hatched, with its own legend
 entry that gives the theory's reason, and the figure's title says what grey dotted means.
 The same estimator under other start protocols on the same seeds (``Study.others``: e.g. the
-best of 8 random starts) is drawn beside it as grey hollow squares, not fitted.
+best of 8 random starts) is drawn beside it as grey filled squares, not fitted; "hollow" means
+one thing in this figure: a size with a seed that did not converge. Each panel's legend
+sits under the panel, never on its data.
 :func:`write_finite_size_figures` writes ``finite_size.<fmt>`` and :func:`verdict_lines` the
 ``# finite-size`` section of ``verdicts.txt``; both do nothing on results without a study (no
 estimator at three sizes or more).
@@ -54,7 +56,8 @@ def finite_size_figure(studies: Sequence[Study]):
     n = len(panels)
     ncols = 2 if n > 1 else 1
     nrows = math.ceil(n / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(6.4 * ncols, 4.2 * nrows), squeeze=False,
+    # each panel's legend sits under it, never on the data: room for it in the height
+    fig, axes = plt.subplots(nrows, ncols, figsize=(6.4 * ncols, 6.2 * nrows), squeeze=False,
                              constrained_layout=True)
     for ax, ((setting, estimator, _), group) in zip(axes.flat, panels.items(), strict=False):
         xmax = 0.0
@@ -65,12 +68,13 @@ def finite_size_figure(studies: Sequence[Study]):
         ax.set_xlabel("1 / D")
         ax.set_ylabel(group[0].quantity)
         ax.set_title(f"{estimator}\n{setting}", fontsize=9)
-        ax.legend(fontsize=6.5, loc="best")
+        ax.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.16),
+                  borderaxespad=0.0)
         ax.grid(alpha=0.3)
     for ax in list(axes.flat)[n:]:
         ax.set_visible(False)
-    title = ("finite-size study: seed means +- se vs 1/D, fit e_inf + b/D, theory +- se "
-             "(hollow: a seed did not converge)")
+    title = ("finite-size study: seed means +- se vs 1/D, fit e_inf + b/D (diamond at 1/D = 0), "
+             "theory +- se (hollow: a seed did not converge, and only that)")
     if any(FLAG_KEY in s.extra for s in studies):
         title += ("\ngrey dotted, hatched band: a theory point that failed its own diagnostics "
                   "(converged false; the reason in its legend entry): not trusted as the limit")
@@ -96,13 +100,13 @@ def _draw(ax, s: Study, color: str) -> None:
     for (label, pts), (mk, shade) in zip(s.others, OTHER_STYLES * 4, strict=False):
         xo = np.array([1.0 / p.D for p in pts])
         eo = np.array([p.se if math.isfinite(p.se) else 0.0 for p in pts])
-        ax.errorbar(xo, [p.mean for p in pts], eo, fmt=mk, color=shade, mfc="white", ms=5,
-                    capsize=2, label=f"{lam}: {label} (same seeds; not fitted)")
+        ax.errorbar(xo, [p.mean for p in pts], eo, fmt=mk, color=shade, mfc=shade, ms=5,
+                    capsize=2, alpha=0.7, label=f"{lam}: {label} (same seeds; not fitted)")
     if s.fit is not None:
         xs = np.linspace(0.0, x.max(), 50)
         ax.plot(xs, s.fit.e_inf + s.fit.b * xs, "-", color=color, lw=1, alpha=0.8)
-        ax.errorbar([0.0], [s.fit.e_inf], [s.fit.se], fmt="D", color=color, mfc="white",
-                    ms=6, capsize=3,
+        ax.errorbar([0.0], [s.fit.e_inf], [s.fit.se], fmt="D", color=color, mfc=color,
+                    mec="k", ms=6, capsize=3,
                     label=f"{lam}: D -> inf {pm_4dp(s.fit.e_inf, s.fit.se)} [{s.status}]")
     if math.isfinite(s.theory):
         band = s.theory_se if math.isfinite(s.theory_se) else 0.0
