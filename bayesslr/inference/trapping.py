@@ -403,14 +403,16 @@ def trapping_figure(work: Path):
         for row, (col, what) in enumerate((("reach", "reach the reference (3 se)"),
                                            ("near", f"excess <= {NEAR:g}"))):
             ax = axes[row, j]
+            seeds = []
             for i, alg in enumerate(ALGOS):
                 g = sub[sub["algorithm"] == alg].sort_values("D")
                 if g.empty:
                     continue
                 ax.errorbar(g["D"] * (1 + 0.04 * (i - 1)), g[f"{col}_fraction"],
-                            yerr=g[f"{col}_se"], marker="o", ms=4, capsize=2,
-                            label=f"{alg} ({int(g['seeds'].min())}-{int(g['seeds'].max())} "
-                                  "seeds)")
+                            yerr=g[f"{col}_se"], marker="o", ms=4, capsize=2, label=alg,
+                            color=f"C{i}")
+                lo, hi = int(g["seeds"].min()), int(g["seeds"].max())
+                seeds.append(f"{alg.split('-')[0]} {lo}" + (f"-{hi}" if hi != lo else ""))
             ax.set_xscale("log")
             ax.set_xlim(min(DS) / 1.3, max(DS) * 1.3)
             ax.set_xticks(list(DS), [str(x) for x in DS])
@@ -418,9 +420,16 @@ def trapping_figure(work: Path):
             ax.set_ylim(-0.05, 1.05)
             hard = "\n(SE hard window)" if d == 1e-4 and 1.175 <= a <= 1.225 else ""
             ax.set_title(f"Delta={d:g}, alpha={a:g}{hard}", fontsize=8)
-            ax.set_xlabel("D")
+            ax.set_xlabel("D\n(seeds per D: " + ", ".join(seeds) + ")", fontsize=7)
             ax.set_ylabel(f"fraction of seeds: {what}", fontsize=7)
-            ax.legend(fontsize=5)
+    # one legend for the figure, under the panels: a legend inside a panel covered its data
+    handles: dict = {}
+    for ax in axes.flat:
+        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
+            handles.setdefault(lab, h)
+    labels = list(handles)
+    fig.legend([handles[lab] for lab in labels], labels, loc="outside lower center",
+               ncol=len(labels), fontsize=7)
     fig.suptitle("Trapping map: uninformed samplers at 1e5 gradients, spiked L=3, nu=2",
                  fontsize=9)
     return fig
