@@ -18,7 +18,11 @@ from typing import Any
 
 from bayesslr.core.task import ConfigError, check_real
 
-LAM_MODES: tuple[str, ...] = ("validation", "replica", "optimal")
+LAM_VALIDATION = "validation"  # ERM: a grid search on held-out training data
+LAM_REPLICA = "replica"  # ERM: the replica theory's optimal lam at the cell's task and alpha
+LAM_OPTIMAL = "optimal"  # a replica-theory cell: its own optimal lam
+# every word of lam (each family takes some of them; all name a tuned penalty)
+LAM_MODES: tuple[str, ...] = (LAM_VALIDATION, LAM_REPLICA, LAM_OPTIMAL)
 LAM_ALIASES: dict[str, str] = {"opt": "optimal"}
 
 Lam = float | str  # a real >= 0, or one word of LAM_MODES

@@ -50,7 +50,7 @@ import numpy as np
 
 from bayesslr.core.activations import Activation, get_activation
 from bayesslr.core.jaxconfig import Array, PRNGKey
-from bayesslr.core.lam import parse_lam as _parse_lam
+from bayesslr.core.lam import LAM_REPLICA, LAM_VALIDATION, parse_lam
 from bayesslr.core.metrics import TestErrors, oracle_terms, score_given
 from bayesslr.core.options import Validated, option
 from bayesslr.core.task import (
@@ -82,15 +82,15 @@ INFORMED_C_INF = 5.0  # norm factor of the informed start for max-SLR with nu = 
 DEFAULT_LAM_GRID: tuple[float, ...] = (1e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0, 3.0)
 
 
-LAM_MODES: tuple[str, ...] = ("validation", "replica")  # the words of lam ERM takes
+ERM_LAM_MODES: tuple[str, ...] = (LAM_VALIDATION, LAM_REPLICA)  # the words of lam ERM takes
 
 
 def parse_erm_lam(value: Any) -> float | str:
     """A ridge penalty of ERM (:func:`bayesslr.core.lam.parse_lam` narrowed to
-    :data:`LAM_MODES`): a real ``>= 0``, ``"validation"`` (grid search on held-out training
+    :data:`ERM_LAM_MODES`): a real ``>= 0``, ``"validation"`` (grid search on held-out training
     data) or ``"replica"`` (the lam minimising the replica theory's test error, resolved by
     :func:`bayesslr.erm.method.replica_lam`)."""
-    return _parse_lam(value, LAM_MODES)
+    return parse_lam(value, ERM_LAM_MODES)
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ from matplotlib.ticker import NullFormatter
 
 from bayesslr.report.figures import NothingToPlot
 from bayesslr.report.output import prepare_out, save_figure, save_text
+from bayesslr.results.query import CHOSEN_LAMS
 
 SETTING = ("variant", "L", "nu", "delta", "alpha", "D")
 ALGO_COLORS = {"nuts": "C0", "hmc": "C1", "gibbs": "C2", "dgibbs": "C9", "advi": "C3",
@@ -204,7 +205,7 @@ def best_lam(df: pd.DataFrame) -> pd.DataFrame:
     keep = []
     for _, g in erm.groupby("_setting", sort=False):
         lams = g["lam"].astype(str)
-        chosen = g[lams.isin(["replica", "validation"])]
+        chosen = g[lams.isin(CHOSEN_LAMS)]
         if not chosen.empty:
             keep.append(chosen)
         elif lams.nunique() == 1:

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import xarray as xr
 
+from bayesslr.core.lam import LAM_REPLICA, LAM_VALIDATION
 from bayesslr.registry import trajectory_families
 
 SETTING_DIMS = ("variant", "L", "nu", "delta")
@@ -111,7 +112,7 @@ def seed_stats(da: xr.DataArray, se: xr.DataArray | None = None
 
 # lam labels chosen without the test data, in order of preference: the replica theory's optimum
 # at the cell's task and alpha, the grid search on a validation split of the training data
-CHOSEN_LAMS = ("replica", "validation")
+CHOSEN_LAMS: tuple[str, ...] = (LAM_REPLICA, LAM_VALIDATION)
 
 
 def _family(sub: xr.Dataset) -> str:

@@ -32,7 +32,7 @@ from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
 from bayesslr.core.cputime import add_restored
-from bayesslr.core.lam import parse_lam
+from bayesslr.core.lam import LAM_OPTIMAL, parse_lam
 from bayesslr.core.options import Opt, Schema, schema_of
 from bayesslr.core.task import ConfigError, LengthLaw
 from bayesslr.registry import Cell, PlotStyle, ReportRole, Resources, common, outputs, register
@@ -59,7 +59,6 @@ from bayesslr.theory.lam_opt import DEFAULT_LAM_GRID, optimal_lambda, optimal_la
 from bayesslr.theory.presentation import BAYES_FACE, ERM_FACE
 from bayesslr.theory.solver import SOLVER_KEYS, SolverOptions
 
-LAM_OPTIMAL = "optimal"
 BRANCHES: tuple[str, ...] = ("best", *BAYES_STARTS)
 MAX_PATH = 200
 

@@ -8,6 +8,7 @@ import math
 import pandas as pd
 
 from bayesslr.core.activations import ACTIVATIONS
+from bayesslr.core.lam import LAM_MODES
 from bayesslr.report.claims.verdict import (
     FAILS,
     HOLDS,
@@ -28,8 +29,8 @@ from bayesslr.report.tables import finite_sample_table
 from bayesslr.results.query import Results
 
 # lam labels of a tuned penalty (ERM: chosen on a validation split, or the replica theory's
-# optimum, lam = "replica"; replica: its optimum)
-TUNED_LAMS = frozenset({"validation", "replica", "optimal", "auto"})
+# optimum, lam = "replica"; replica: its optimum): every word of lam
+TUNED_LAMS: tuple[str, ...] = LAM_MODES
 
 
 def size_order(size: str) -> float:

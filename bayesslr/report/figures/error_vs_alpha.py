@@ -15,6 +15,7 @@ import xarray as xr
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from bayesslr.core.lam import LAM_MODES
 from bayesslr.registry import report_order
 from bayesslr.report.figures.style import (
     NothingToPlot,
@@ -175,7 +176,8 @@ def _draw_line(ax: Axes, ds: xr.Dataset, m: str, shift: tuple[float, float] = (0
         finite = np.isfinite(te).any([d for d in te.dims if d != "lam"]).values
         vals = [fmt_value("lam", v).split("=")[1] for v, f in
                 zip(ds["lam"].values.tolist(), finite, strict=True) if f]
-        lam = (f", \u03bb={vals[0]}" if len(vals) == 1 and vals[0] not in TUNED_LABELS
+        # a tuned lam (any word of LAM_MODES) has one spelling in the figures: "lam optimal"
+        lam = (f", \u03bb={vals[0]}" if len(vals) == 1 and vals[0] not in LAM_MODES
                else ", \u03bb optimal")
     ax.plot(x[ok], y[ok], st.linestyle, color=color_of(m), label=label_of(m) + lam + suffix,
             lw=2 if st.color == "k" else 1.6, zorder=st.zorder, marker="." if ok.sum() < 4
@@ -187,10 +189,6 @@ def _draw_line(ax: Axes, ds: xr.Dataset, m: str, shift: tuple[float, float] = (0
         if flag.shape == ok.shape and (bad := ok & np.asarray(flag.values, bool)).any():
             draw_flagged(ax, x[bad], y[bad], e[bad], "o", label_of(m), ms=6)
             note_flagged(ax, m.split(":")[0], flag_reasons(sub))
-
-
-# lam labels of a theory's optimum (one spelling in the figures: "lam optimal")
-TUNED_LABELS = ("optimal", "auto", "replica", "validation")
 
 
 _RISK_CACHE: dict[tuple, tuple[float, float]] = {}
