@@ -453,7 +453,7 @@ def test_lam_search_stops_the_grid_past_its_best(monkeypatch):
 
     monkeypatch.setattr(lo, "solve_erm", fake_solve)
     monkeypatch.setattr(lo, "with_channel_error", lambda task, r, opt: r)
-    grid = lo.DEFAULT_LAM_GRID  # 10, 3, 1, 0.3, 0.1, 0.03, 0.01, 0.001
+    grid = lo.REPLICA_LAM_GRID  # 10, 3, 1, 0.3, 0.1, 0.03, 0.01, 0.001
     whole = lo.optimal_lambda(SPIKED, "softmax", 4.0, lam_grid=grid, grid_stop=0)
     n_whole = len(solved)
     solved.clear()

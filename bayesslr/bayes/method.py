@@ -46,9 +46,10 @@ from bayesslr.core.task import (
     seed_key,
 )
 from bayesslr.core.thresholds import (
-    CONVERGENCE,
+    ESS_PER_CHAIN_MIN,
     PT_ROUND_TRIPS_PER_CHAIN_MIN,
     PT_SWAP_RATE_MIN,
+    RHAT_MAX,
     num,
 )
 from bayesslr.registry import (
@@ -65,10 +66,8 @@ from bayesslr.registry import (
 # teacher, training and test data in one compiled call (eager generation compiles op by op)
 _sample_task = jax.jit(sample_task, static_argnums=(1, 2, 3))
 
-# convergence verdict of a run (bayesslr.core.thresholds: why these values); with several
-# starts, the pooled R-hat too
-RHAT_MAX = CONVERGENCE["bayes_sampling"].r_hat_max
-ESS_PER_CHAIN_MIN = CONVERGENCE["bayes_sampling"].ess_min
+# convergence verdict of a run: RHAT_MAX, ESS_PER_CHAIN_MIN (bayesslr.core.thresholds: why
+# these values); with several starts, the pooled R-hat too
 
 SCHEMA = SAMPLER_SCHEMA + TEMPERING_SCHEMA + (
     Opt("sampler", "nuts", "choice", choices=SAMPLERS,

@@ -55,6 +55,11 @@ CONVERGENCE: dict[str, Convergence] = {
     "inference": Convergence(r_hat_max=1.05, ess_min=100.0, per_chain=False),
 }
 
+# the bayes_sampling row by name, read by that family's verdict (bayesslr.bayes.method.verdict)
+# and by the report's sampler claims, which quote the same thresholds
+RHAT_MAX: float = CONVERGENCE["bayes_sampling"].r_hat_max
+ESS_PER_CHAIN_MIN: float = CONVERGENCE["bayes_sampling"].ess_min
+
 
 # parallel tempering (bayesslr.bayes.pt), on top of its row's R-hat and ESS rule: every pair of
 # neighbouring temperatures swaps at least this often in the sampling phase (below it the ladder

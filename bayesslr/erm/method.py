@@ -79,11 +79,11 @@ def _check(cell: Cell, opts: Mapping[str, Any]) -> None:
         raise ConfigError(f"alpha*D={cell.alpha * cell.dimension():g} gives fewer than 2 "
                           "training samples; lam='validation' needs at least 2")
     if lam == "replica":
-        from bayesslr.theory.erm import ERM_ACTIVATIONS as THEORY_ACTIVATIONS
+        from bayesslr.theory.erm import REPLICA_ACTIVATIONS
 
-        if cell.activation not in THEORY_ACTIVATIONS:
+        if cell.activation not in REPLICA_ACTIVATIONS:
             raise ConfigError(f"lam='replica' needs the replica theory of {cell.activation!r}; "
-                              f"allowed activations: {', '.join(THEORY_ACTIVATIONS)}")
+                              f"allowed activations: {', '.join(REPLICA_ACTIVATIONS)}")
         from bayesslr.registry import validate_cell
 
         validate_cell(replica_cell(cell, opts))  # task, alpha and theory options, no work

@@ -21,9 +21,9 @@ the test error, ``excess_over_oracle``, ``excess_over_reference`` (paired with t
 reference predictions where the task is in the reference set), its own diagnostics, and
 ``converged`` with the ``reason``, against these documented thresholds:
 
-* samplers (``nuts``, ``hmc``, ``gibbs``): split R-hat ``<= RHAT_MAX``, bulk ESS ``>= ESS_MIN``,
-  no divergence, warm-up completed (teacher starts cannot reveal trapping through R-hat:
-  compare with ``random`` / ``anneal`` starts, and with the reference);
+* samplers (``nuts``, ``hmc``, ``gibbs``): split R-hat ``<= INFERENCE_RHAT_MAX``, bulk ESS
+  ``>= ESS_MIN``, no divergence, warm-up completed (teacher starts cannot reveal trapping
+  through R-hat: compare with ``random`` / ``anneal`` starts, and with the reference);
 * ``advi``, ``lowrank``: the negative ELBO has reached a plateau (:mod:`bayesslr.inference.vi`);
 * ``map``: RMS gradient per coordinate ``< gtol``;
 * ``smc``: ``lambda = 1`` reached and the smallest mutation acceptance ``>= SMC_ACCEPT_MIN``;
@@ -57,7 +57,7 @@ SMC_ALGORITHMS: tuple[str, ...] = ("smc",)
 PT_ALGORITHMS: tuple[str, ...] = ("pt",)  # parallel tempering, bayesslr.bayes.pt
 ALGORITHMS: tuple[str, ...] = MCMC_ALGORITHMS + VI_ALGORITHMS + SMC_ALGORITHMS + PT_ALGORITHMS
 BUDGET_TIERS: tuple[str, ...] = ("1e3", "3e3", "1e4", "3e4", "1e5", "3e5", "1e6", "3e6")
-RHAT_MAX = CONVERGENCE["inference"].r_hat_max  # bayesslr.core.thresholds: why looser
+INFERENCE_RHAT_MAX = CONVERGENCE["inference"].r_hat_max  # bayesslr.core.thresholds: why looser
 ESS_MIN = CONVERGENCE["inference"].ess_min
 SMC_ACCEPT_MIN = 0.2
 
@@ -319,8 +319,8 @@ def _run_mcmc(key, alg: str, spec, data, opts: dict[str, Any], budget: int
         why.append(f"{r.divergences} divergences")
     conv = not why
     reason = ("; ".join(why) if why else
-              f"r_hat_max {r.r_hat_max:.3f} <= {RHAT_MAX}, ess_bulk_min {r.ess_bulk_min:.0f} "
-              f">= {ESS_MIN:g}, no divergence")
+              f"r_hat_max {r.r_hat_max:.3f} <= {INFERENCE_RHAT_MAX}, "
+              f"ess_bulk_min {r.ess_bulk_min:.0f} >= {ESS_MIN:g}, no divergence")
     if opts["init"] == "teacher" and conv:
         reason += " (teacher start: R-hat cannot reveal trapping)"
     diag = {"grad_evals": r.grad_evals, "grad_evals_warmup": r.grad_evals_warmup,
@@ -337,12 +337,13 @@ def _run_mcmc(key, alg: str, spec, data, opts: dict[str, Any], budget: int
 
 def _chain_checks(r) -> list[str]:
     """Why a sampler's chains fail the budgeted benchmark's convergence rule (too few draws for
-    R-hat and ESS, R-hat above ``RHAT_MAX``, bulk ESS below ``ESS_MIN``); empty when they pass."""
+    R-hat and ESS, R-hat above ``INFERENCE_RHAT_MAX``, bulk ESS below ``ESS_MIN``); empty when
+    they pass."""
     if r.k.shape[1] < 4:
         return [f"{r.k.shape[1]} draws kept per chain (too few for R-hat and ESS)"]
     why = []
-    if not r.r_hat_max <= RHAT_MAX:
-        why.append(f"r_hat_max {num(r.r_hat_max, RHAT_MAX)} > {RHAT_MAX}")
+    if not r.r_hat_max <= INFERENCE_RHAT_MAX:
+        why.append(f"r_hat_max {num(r.r_hat_max, INFERENCE_RHAT_MAX)} > {INFERENCE_RHAT_MAX}")
     if not r.ess_bulk_min >= ESS_MIN:
         why.append(f"ess_bulk_min {r.ess_bulk_min:.0f} < {ESS_MIN:g}")
     return why
@@ -406,8 +407,9 @@ def _run_pt(key, alg, spec, data, opts: dict[str, Any], budget: int
         why.append(f"swap rate below {PT_SWAP_RATE_MIN} at pairs {low.tolist()}")
     conv = not why
     reason = "; ".join(why) if why else (
-        f"r_hat_max {r.r_hat_max:.3f} <= {RHAT_MAX}, ess_bulk_min {r.ess_bulk_min:.0f} >= "
-        f"{ESS_MIN:g}, swap rates >= {np.nanmin(r.swap_rates):.2f}, {r.round_trips} round trips")
+        f"r_hat_max {r.r_hat_max:.3f} <= {INFERENCE_RHAT_MAX}, "
+        f"ess_bulk_min {r.ess_bulk_min:.0f} >= {ESS_MIN:g}, swap rates >= "
+        f"{np.nanmin(r.swap_rates):.2f}, {r.round_trips} round trips")
     D = r.k.shape[-1]
     diag = {"grad_evals": r.grad_evals, "grad_evals_warmup": r.grad_evals_warmup,
             "compile_s": r.compile_s, "run_s": r.run_s, "iterations": r.iterations,

@@ -62,7 +62,7 @@ from bayesslr.core.task import (
 from bayesslr.population.teacher_channel import ChannelSamples, sample_channel
 from bayesslr.registry import Cell, CliFace, PlotStyle, Resources, common, outputs, register
 
-METHODS = ("mc", "gauss-hermite")
+POPULATION_MC_METHODS = ("mc", "gauss-hermite")
 DEFAULT_SAMPLES = 200_000
 GH_MAX_POINTS = 4_000_000
 # box of the optimiser over (m_k, s_k = sqrt(q_k - m_k^2), theta)
@@ -148,8 +148,9 @@ class PopulationResult:
 # validation
 # ----------------------------------------------------------------------------------------------
 def _check_method(method: str) -> str:
-    if method not in METHODS:
-        raise ConfigError(f"method={method!r} is unknown; allowed: one of {', '.join(METHODS)}")
+    if method not in POPULATION_MC_METHODS:
+        raise ConfigError(f"method={method!r} is unknown; allowed: one of "
+                          f"{', '.join(POPULATION_MC_METHODS)}")
     return method
 
 
@@ -503,7 +504,7 @@ SCHEMA = Schema("population", (
     Opt("samples", DEFAULT_SAMPLES, "int", low=6, high=10**9,
         doc="Monte Carlo draws per length (mc, >= 100) or Gauss-Hermite nodes per axis "
             "(gauss-hermite, 6..200)"),
-    Opt("mc_method", "mc", "choice", choices=METHODS,
+    Opt("mc_method", "mc", "choice", choices=POPULATION_MC_METHODS,
         doc="expectation method: Monte Carlo with common random numbers, or a tensor "
             "Gauss-Hermite grid (small L)"),
 ))

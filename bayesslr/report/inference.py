@@ -372,18 +372,18 @@ def trapped(df: pd.DataFrame) -> Figure:
     return fig
 
 
-FIGURES = {"inference_error_vs_cost": error_vs_cost, "inference_trapped": trapped}
+INFERENCE_FIGURES = {"inference_error_vs_cost": error_vs_cost, "inference_trapped": trapped}
 
 
 def write_inference_figures(source: Any, out: str | Path, *,
                             formats: tuple[str, ...] = ("png",), dpi: int = 120
                             ) -> tuple[list[Path], list[tuple[str, str]]]:
-    """Draw :data:`FIGURES` and write the leaderboard tables (CSV, one per budget)."""
+    """Draw :data:`INFERENCE_FIGURES` and write the leaderboard tables (CSV, one per budget)."""
     df = tidy(source)
     out = prepare_out(out)
     written: list[Path] = []
     skipped: list[tuple[str, str]] = []
-    for name, fn in FIGURES.items():
+    for name, fn in INFERENCE_FIGURES.items():
         try:
             fig = fn(df)
         except NothingToPlot as why:

@@ -58,7 +58,7 @@ ORDER_NAMES: tuple[str, ...] = ("m_k", "q_k", "V_k", "m_v", "q_v", "V_v")
 M_INDEX = (0, 3)  # the overlaps m_k, m_v in ORDER_NAMES, each followed by its q
 VH_FORMS: tuple[str, ...] = ("stein", "hessian")
 STARTS: tuple[str, ...] = ("informed", "uninformed")
-ERM_ACTIVATIONS: tuple[str, ...] = replica_activations()  # those Activation.replica allows
+REPLICA_ACTIVATIONS: tuple[str, ...] = replica_activations()  # those Activation.replica allows
 
 
 def default_tol(samples: int) -> float:
@@ -554,7 +554,7 @@ def solve_erm(task: TaskConfig, activation: str, alpha: Any, lam_k: Any, lam_v: 
     task : TaskConfig
         Task (``D`` ignored).
     activation : str
-        One of :data:`ERM_ACTIVATIONS`.
+        One of :data:`REPLICA_ACTIVATIONS`.
     alpha : float
         Sample ratio ``N/D > 0``.
     lam_k, lam_v : float
@@ -572,9 +572,9 @@ def solve_erm(task: TaskConfig, activation: str, alpha: Any, lam_k: Any, lam_v: 
         on a numerical failure).
     """
     opt = options or ErmTheoryOptions()
-    if activation not in ERM_ACTIVATIONS:
+    if activation not in REPLICA_ACTIVATIONS:
         raise ConfigError(f"activation={activation!r} is not supported by the ERM theory; "
-                          f"allowed: one of {', '.join(ERM_ACTIVATIONS)}")
+                          f"allowed: one of {', '.join(REPLICA_ACTIVATIONS)}")
     act = get_activation(activation)
     alpha, lam_k, lam_v = _check_point(alpha, lam_k, lam_k if lam_v is None else lam_v)
     t0 = time.perf_counter()

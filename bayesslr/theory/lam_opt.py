@@ -35,7 +35,7 @@ from bayesslr.theory.erm import (
     with_channel_error,
 )
 
-DEFAULT_LAM_GRID: tuple[float, ...] = (10.0, 3.0, 1.0, 0.3, 0.1, 0.03, 0.01, 0.001)
+REPLICA_LAM_GRID: tuple[float, ...] = (10.0, 3.0, 1.0, 0.3, 0.1, 0.03, 0.01, 0.001)
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ class LamOptResult:
 
 def optimal_lambda(task: TaskConfig, activation: str, alpha: Any,
                    options: ErmTheoryOptions | None = None, *,
-                   lam_grid: Sequence[float] = DEFAULT_LAM_GRID, refine_iter: int = 8,
+                   lam_grid: Sequence[float] = REPLICA_LAM_GRID, refine_iter: int = 8,
                    x0: np.ndarray | None = None, start: str = "informed",
                    warm: Mapping[float, np.ndarray] | None = None,
                    xatol: float = 0.05, grid_stop: int = 2) -> LamOptResult:
@@ -216,7 +216,7 @@ def _parabolic_search(f, evaluated: dict[float, float], max_evals: int, xatol: f
 
 def optimal_lambda_curve(task: TaskConfig, activation: str, alphas: Sequence[float],
                          options: ErmTheoryOptions | None = None, *,
-                         lam_grid: Sequence[float] = DEFAULT_LAM_GRID,
+                         lam_grid: Sequence[float] = REPLICA_LAM_GRID,
                          refine_iter: int = 8, grid_stop: int = 2,
                          checkpoint: PathCheckpoint | None = None) -> list[LamOptResult]:
     """:func:`optimal_lambda` for each ``alpha`` (ascending): every grid ``lam`` is

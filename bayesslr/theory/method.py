@@ -45,9 +45,9 @@ from bayesslr.theory.bayes import (
 )
 from bayesslr.theory.checkpoint import PathCheckpoint
 from bayesslr.theory.erm import (
-    ERM_ACTIVATIONS,
     ERM_CONFIRM,
     EXACT_CACHE_SIZE,
+    REPLICA_ACTIVATIONS,
     STARTS,
     ErmTheoryOptions,
     ErmTheoryResult,
@@ -55,7 +55,7 @@ from bayesslr.theory.erm import (
     erm_curve,
     unknown_channel_error,
 )
-from bayesslr.theory.lam_opt import DEFAULT_LAM_GRID, optimal_lambda, optimal_lambda_curve
+from bayesslr.theory.lam_opt import REPLICA_LAM_GRID, optimal_lambda, optimal_lambda_curve
 from bayesslr.theory.presentation import BAYES_FACE, ERM_FACE
 from bayesslr.theory.solver import SOLVER_KEYS, SolverOptions
 
@@ -83,7 +83,7 @@ ERM_SCHEMA = schema_of(ErmTheoryOptions, "theory_erm", exclude=("seed",)) + _sol
     PATH,
     Opt("sweep", "both", "choice", choices=("both", "up"),
         doc="continuation directions along path (both: up and down, lowest objective kept)"),
-    Opt("lam_grid", DEFAULT_LAM_GRID, "reals", low=0.0, low_open=True, max_len=100,
+    Opt("lam_grid", REPLICA_LAM_GRID, "reals", low=0.0, low_open=True, max_len=100,
         doc="coarse grid of lam='optimal' (then a parabolic search in log lam)"),
     Opt("refine_iter", 8, "int", low=0, high=100,
         doc="most evaluations of the parabolic search of lam='optimal'"),
@@ -319,7 +319,7 @@ def _on_path(alpha: float, path: list[float]) -> float:
     return next(a for a in path if math.isclose(a, alpha))
 
 
-@register("theory_erm", schema=ERM_SCHEMA, activations=ERM_ACTIVATIONS, needs=("alpha", "lam"),
+@register("theory_erm", schema=ERM_SCHEMA, activations=REPLICA_ACTIVATIONS, needs=("alpha", "lam"),
           description="replica-symmetric ERM fixed point at finite alpha (docs/theory.md)",
           outputs=common("test_error", "stderr", "stderr_test", "stderr_channel", "risk",
                          "m_k", "q_k", "m_v", "q_v", "lam", "converged", "reason",

@@ -9,9 +9,10 @@ import numpy as np
 import pandas as pd
 
 from bayesslr.core.thresholds import (
-    CONVERGENCE,
+    ESS_PER_CHAIN_MIN,
     PT_ROUND_TRIPS_PER_CHAIN_MIN,
     PT_SWAP_RATE_MIN,
+    RHAT_MAX,
 )
 from bayesslr.report.claims.verdict import (
     FAILS,
@@ -33,9 +34,8 @@ from bayesslr.report.claims.verdict import (
 from bayesslr.report.tables import sampler_table
 from bayesslr.results.query import Results, groups, methods_of, select, state_evolution_lines
 
-# the sampler's convergence thresholds (bayesslr.core.thresholds, as bayes.method.verdict)
-RHAT_MAX = CONVERGENCE["bayes_sampling"].r_hat_max
-ESS_PER_CHAIN_MIN = CONVERGENCE["bayes_sampling"].ess_min
+# the sampler's convergence thresholds: RHAT_MAX, ESS_PER_CHAIN_MIN (bayesslr.core.thresholds,
+# as bayes.method.verdict)
 SAMPLER_CLAIMS = (
     f"teacher-started chains pass the convergence checks (R-hat <= {RHAT_MAX}, bulk and "
     f"tail ESS >= {ESS_PER_CHAIN_MIN:g} per chain, no divergence; for parallel tempering also "
