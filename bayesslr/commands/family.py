@@ -85,10 +85,10 @@ def delta_help(text: str, default: str | None) -> str:
 
 
 def _option_help(opt: Opt) -> str:
-    from bayesslr.core.options import _fmt_default
+    from bayesslr.core.options import format_default
 
     doc = f"{opt.doc[:1].upper()}{opt.doc[1:]}" if opt.doc else opt.name
-    return f"{doc} (default {_fmt_default(opt.default)}; allowed: {opt.allowed()})."
+    return f"{doc} (default {format_default(opt.default)}; allowed: {opt.allowed()})."
 
 
 def option_flag(opt: Opt, flag: str | None = None) -> str:

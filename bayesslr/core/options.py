@@ -270,13 +270,19 @@ class Schema:
 
     def table(self) -> list[dict[str, str]]:
         """Rows ``name, default, allowed, doc`` (for the docs and ``bayesslr methods``)."""
-        return [{"name": o.name, "default": _fmt_default(o.default), "allowed": o.allowed(),
+        return [{"name": o.name, "default": format_default(o.default), "allowed": o.allowed(),
                  "doc": o.doc} for o in self.opts]
 
 
-def _fmt_default(v: Any) -> str:
+def format_default(v: Any) -> str:
+    """An option's default as the docs and ``--help`` print it: tuples comma-joined, floats
+    ``%g`` (``inf``), ``None`` as ``none``, booleans lower case.
+
+    >>> format_default((0.1, 1.0)), format_default(None), format_default(True)
+    ('0.1,1', 'none', 'true')
+    """
     if isinstance(v, tuple):
-        return ",".join(_fmt_default(x) for x in v)
+        return ",".join(format_default(x) for x in v)
     if isinstance(v, float):
         return "inf" if math.isinf(v) else f"{v:g}"
     if v is None:

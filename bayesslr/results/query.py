@@ -90,7 +90,7 @@ def sizes_of(ds: xr.Dataset, method: str) -> list[dict[str, object]]:
     out = []
     for vals in itertools.product(*(sub[d].values.tolist() for d in dims)):
         sel = dict(zip(dims, vals, strict=True))
-        if _finite(sub["test_error"].sel(sel)):
+        if any_finite(sub["test_error"].sel(sel)):
             out.append(sel)
     return out
 
@@ -244,7 +244,8 @@ def select(ds: xr.Dataset, sel: Mapping[str, object]) -> xr.Dataset | None:
         return None
 
 
-def _finite(a: xr.DataArray) -> bool:
+def any_finite(a: xr.DataArray) -> bool:
+    """Whether any value of ``a`` is finite (a figure has something to draw)."""
     return bool(np.isfinite(np.asarray(a.values, dtype=float)).any())
 
 
@@ -443,11 +444,11 @@ def sampler_starts_of(ds: xr.Dataset) -> list[str]:
     if "init" in ds:
         vals = [str(v) for v in np.asarray(ds["init"].values).ravel() if str(v)]
         out += list(dict.fromkeys(vals))
-    out += [s for s in START_STYLE if f"{s}_test_error" in ds and _finite(ds[f"{s}_test_error"])]
+    out += [s for s in START_STYLE if f"{s}_test_error" in ds and any_finite(ds[f"{s}_test_error"])]
     return list(dict.fromkeys(out)) or ["teacher"]
 
 
-def _start_var(ds: xr.Dataset, start: str, var: str) -> str | None:
+def start_var(ds: xr.Dataset, start: str, var: str) -> str | None:
     """The variable holding ``var`` of a start: ``<start>_<var>`` for the other starts, the
     plain name for the main start (where the cells' ``init`` says so)."""
     if f"{start}_{var}" in ds:

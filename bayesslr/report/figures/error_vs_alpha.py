@@ -35,7 +35,7 @@ from bayesslr.report.figures.style import (
 )
 from bayesslr.results.query import (
     Results,
-    _finite,
+    any_finite,
     bayes_risk_at,
     fmt_value,
     groups,
@@ -122,7 +122,7 @@ def _draw_markers(ax: Axes, ds: xr.Dataset, m: str, theory: xr.Dataset | None = 
         sub = ds.sel({"method": m, **size})
         mean, sem = stats_of(sub, var, theory=theory)
         mean, sem = mean.squeeze(drop=True), sem.squeeze(drop=True)
-        if mean.ndim != 1 or "alpha" not in mean.dims or not _finite(mean):
+        if mean.ndim != 1 or "alpha" not in mean.dims or not any_finite(mean):
             continue
         x, y, e = mean["alpha"].values, mean.values, np.nan_to_num(sem.values)
         ok = np.isfinite(y)
@@ -148,7 +148,7 @@ def _draw_markers(ax: Axes, ds: xr.Dataset, m: str, theory: xr.Dataset | None = 
                 m.split(":")[0] == "bayes_sampling":
             om, os_ = stats_of(sub, "oracle_error")
             om, os_ = om.squeeze(drop=True), os_.squeeze(drop=True)
-            if om.ndim == 1 and _finite(om):
+            if om.ndim == 1 and any_finite(om):
                 ok = np.isfinite(om.values)
                 ax.errorbar(xj[ok], om.values[ok],
                             yerr=np.nan_to_num(os_.values)[ok], fmt="x", color="0.45",
@@ -165,7 +165,7 @@ def _draw_line(ax: Axes, ds: xr.Dataset, m: str, shift: tuple[float, float] = (0
     sub = largest_size(ds, m)
     mean, sem = stats_of(sub)
     mean, sem = mean.squeeze(drop=True), sem.squeeze(drop=True)
-    if mean.ndim != 1 or "alpha" not in mean.dims or not _finite(mean):
+    if mean.ndim != 1 or "alpha" not in mean.dims or not any_finite(mean):
         return
     x = mean["alpha"].values
     y, e = mean.values - shift[0], np.hypot(np.nan_to_num(sem.values), shift[1])

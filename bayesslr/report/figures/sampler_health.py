@@ -29,8 +29,7 @@ from bayesslr.report.figures.style import (
 from bayesslr.results.query import (
     START_STYLE,
     Results,
-    _finite,
-    _start_var,
+    any_finite,
     groups,
     hard_windows,
     largest_size,
@@ -39,6 +38,7 @@ from bayesslr.results.query import (
     seed_stats,
     select,
     settings,
+    start_var,
     state_evolution_lines,
 )
 
@@ -47,7 +47,7 @@ def _start_series(sub: xr.Dataset, start: str, var: str
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """(alpha, seed mean, s.e.) of one start's ``var`` in a setting, at the largest size; the
     main start's value only where the cell's main start is ``start``."""
-    name = _start_var(sub, start, var)
+    name = start_var(sub, start, var)
     if name is None:
         return None
     da = sub[name]
@@ -58,7 +58,7 @@ def _start_series(sub: xr.Dataset, start: str, var: str
         se = sub["stderr"]
     mean, sem = seed_stats(da, se)
     mean, sem = mean.squeeze(drop=True), sem.squeeze(drop=True)
-    if mean.ndim != 1 or "alpha" not in mean.dims or not _finite(mean):
+    if mean.ndim != 1 or "alpha" not in mean.dims or not any_finite(mean):
         return None
     return mean["alpha"].values, mean.values, np.nan_to_num(sem.values)
 
@@ -158,7 +158,7 @@ def sampler_diagnostics(results: Results) -> Figure:
     rows = []
     for sel in sels:
         sub = largest_size(select(ds, sel), methods[0])
-        if _finite(sub["test_error"]):
+        if any_finite(sub["test_error"]):
             rows.append((sel, sub))
     if not rows:
         raise NothingToPlot("no bayes_sampling setting has results")
@@ -199,7 +199,7 @@ def sampler_diagnostics(results: Results) -> Figure:
                 if "r_hat_max_pooled" in sub:
                     mean, sem = seed_stats(sub["r_hat_max_pooled"])
                     mean, sem = mean.squeeze(drop=True), sem.squeeze(drop=True)
-                    if mean.ndim == 1 and _finite(mean):
+                    if mean.ndim == 1 and any_finite(mean):
                         ok = np.isfinite(mean.values)
                         ax.errorbar(mean["alpha"].values[ok], mean.values[ok],
                                     yerr=np.nan_to_num(sem.values)[ok], fmt="*", color="C4",
@@ -244,7 +244,7 @@ def sampler_starts(results: Results) -> Figure:
     for sel in sels:
         sub = largest_size(select(ds, sel), methods[0])
         starts = sampler_starts_of(sub)
-        if len(starts) > 1 or "log_lik_gap" in sub and _finite(sub["log_lik_gap"]):
+        if len(starts) > 1 or "log_lik_gap" in sub and any_finite(sub["log_lik_gap"]):
             cols.append((sel, sub, starts))
     if not cols:
         raise NothingToPlot("no bayes_sampling cell ran more than one start (option init = "
@@ -284,7 +284,7 @@ def sampler_starts(results: Results) -> Figure:
         if "log_lik_gap" in sub:
             mean, sem = seed_stats(sub["log_lik_gap"])
             mean, sem = mean.squeeze(drop=True), sem.squeeze(drop=True)
-            if mean.ndim == 1 and _finite(mean):
+            if mean.ndim == 1 and any_finite(mean):
                 ok = np.isfinite(mean.values)
                 n = int(sub["log_lik_gap"].notnull().sum("seed").max()) if "seed" in \
                     sub["log_lik_gap"].dims else 1
