@@ -103,9 +103,10 @@ def test_finished_cells_against_the_model(monkeypatch):
 
 
 def test_a_resumed_replica_path_counts_its_restored_cpu_time(tmp_path):
-    """Each point file keeps the CPU seconds it took; a resumed path reports their sum (a file
-    from before has none: 0)."""
-    from bayesslr.theory.checkpoint import PathCheckpoint
+    """Each point file keeps the CPU seconds it took; a resumed path reports their sum (a
+    checked file without the field has none: 0; since checkpoints carry a checksum, the file
+    without it is re-signed, as a whole file of that form would be)."""
+    from bayesslr.theory.checkpoint import PathCheckpoint, _checksum
 
     ck = PathCheckpoint(tmp_path / "k", "k")
     ck.save(0.5, {"x": 1.0}, {"w": 2.0}, seconds=3.0, cpu_seconds=5.5)
@@ -116,6 +117,7 @@ def test_a_resumed_replica_path_counts_its_restored_cpu_time(tmp_path):
     assert len(ck.restore([0.5, 1.0, 2.0])) == 2
     assert (ck.restored_s, ck.restored_cpu_s) == (7.0, 11.5)
     del doc["cpu_seconds"]
+    doc["checksum"] = _checksum(doc)
     f.write_text(json.dumps(doc))
     ck.restore([0.5, 1.0])
     assert (ck.restored_s, ck.restored_cpu_s) == (7.0, 5.5)
