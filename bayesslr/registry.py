@@ -19,6 +19,7 @@ that owns a family on first use.
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import json
 import math
@@ -115,6 +116,11 @@ class Cell:
         if D is None:
             D = self.dimension() if (self.D is not None or self.sqrtND is not None) else 1
         return make_task(self.variant, L=self.L, nu=self.nu, delta=self.delta, D=D)
+
+    def key(self) -> str:
+        """Stable key of the cell: SHA-1 of its canonical JSON (16 hex digits), the name of
+        its results file (``OUT/cells/<key>.nc``) and of its kept draws."""
+        return hashlib.sha1(self.to_json().encode()).hexdigest()[:16]
 
     def to_json(self) -> str:
         d = asdict(self)

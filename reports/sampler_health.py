@@ -91,3 +91,14 @@ show.table(samples[samples.converged.notna()] if samples is not None else None,
 
 # %%
 show.verdicts(claims.sampler_claims, tree)
+
+# %% [markdown]
+# ## The draws of the cells that did not converge
+#
+# A sweep run with `--keep-draws` keeps each sampling cell's draws as ArviZ InferenceData in
+# `OUT/draws/<cell key>.nc` (`arviz.from_netcdf` opens one). For each flagged cell: the
+# coordinates of `k` and `v` with the largest R-hat, their trace and rank plots (chains that
+# mix have flat, overlapping rank histograms), and the reason the verdict gave.
+
+# %%
+show.kept_draws(results)

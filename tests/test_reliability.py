@@ -491,11 +491,11 @@ def test_read_only_cells_directory_mid_run(tmp_path, capsys, monkeypatch):
     real = executors.execute_unit
     calls = []
 
-    def execute_unit(cells):
+    def execute_unit(cells, draws_dir=None):
         calls.extend(cells)
         if len(calls) == 3:  # two cells are on disk
             stack.enter_context(_make_read_only(out / "cells"))
-        return real(cells)
+        return real(cells, draws_dir)
 
     monkeypatch.setattr(executors, "execute_unit", execute_unit)
     cfg = toml(tmp_path / "c.toml")

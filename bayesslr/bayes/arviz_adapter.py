@@ -99,10 +99,17 @@ def to_inference_data(result: Any, *, attrs: dict[str, Any] | None = None,
 
 
 def write_netcdf(idata: Any, path: str | Path) -> Path:
-    """Write ``idata`` to ``path`` (netCDF4 via h5netcdf when available); return the path."""
+    """Write ``idata`` to ``path`` as netCDF-4, one group per InferenceData group, durably
+    (encoded in memory, then :func:`bayesslr.core.files.write_netcdf_atomic`: a reader never
+    sees half a file); return the path."""
+    import xarray as xr
+
+    from bayesslr.core.files import write_netcdf_atomic
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    idata.to_netcdf(str(path))
+    tree = xr.DataTree.from_dict({f"/{g}": idata[g] for g in idata.groups()})
+    write_netcdf_atomic(tree, path)
     return path
 
 

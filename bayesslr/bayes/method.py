@@ -33,6 +33,7 @@ from bayesslr.bayes.sampler import (
     sample_anneal,
 )
 from bayesslr.bayes.sampler import SCHEMA as SAMPLER_SCHEMA
+from bayesslr.core.draws import draws_path
 from bayesslr.core.metrics import test_errors
 from bayesslr.core.options import Opt
 from bayesslr.core.task import (
@@ -324,10 +325,17 @@ def bayes_sampling_cell(cell: Cell, opts: Mapping[str, Any]) -> dict[str, Any]:
         pooled = {n: np.concatenate([getattr(r, n) for r in runs.values()]) for n in ("k", "v")}
         out["r_hat_max_pooled"] = arviz_adapter.diagnostics(pooled)["r_hat_max"]
     out["converged"], out["reason"] = verdict(out, sampler.chains)
-    if opts["idata"]:
-        attrs = {"task": str(task.to_dict()), "cell": cell.to_json(), **spec.to_dict()}
+    kept = draws_path(cell.key())  # bayesslr run --keep-draws: OUT/draws/<key>.nc
+    if opts["idata"] or kept is not None:
+        attrs = {"task": str(task.to_dict()), "cell": cell.to_json(), **spec.to_dict(),
+                 "converged": str(out["converged"]), "reason": out["reason"],
+                 "sampler": opts["sampler"], "init": main_init}
         idata = arviz_adapter.to_inference_data(res, attrs=attrs)
-        out["idata_path"] = str(arviz_adapter.write_netcdf(idata, opts["idata"]))
+        if opts["idata"]:
+            out["idata_path"] = str(arviz_adapter.write_netcdf(idata, opts["idata"]))
+        if kept is not None:
+            arviz_adapter.write_netcdf(idata, kept)
+            out["draws_file"] = kept.name
     out.update({
         "sampler": opts["sampler"],
         "init": main_init, "inits": ",".join(opts["init"]),

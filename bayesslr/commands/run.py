@@ -77,6 +77,9 @@ def run_sweep_verb(
              "Sweeps)"),
     force: bool = flag("--force", "replace the config stored in OUT (finished cells that "
                                   "still match are kept)"),
+    keep_draws: bool = flag("--keep-draws", "sampling cells computed by this run write their "
+                                            "draws as ArviZ InferenceData, OUT/draws/<cell "
+                                            "key>.nc (finished cells are reused as they are)"),
     keep_stale: bool = flag("--keep-stale", "reuse stored cells computed by another code "
                                             "version of their method (default: recompute them)"),
     dry_run: bool = flag("--dry-run", "print the cell count and a cost estimate, run nothing"),
@@ -111,7 +114,7 @@ def run_sweep_verb(
     prepare_run(cfg, out_dir, force=force)  # validates before anything is written
     try:
         summary = run_sweep(cfg, out_dir, executor, force=force, progress=not quiet,
-                            keep_stale=keep_stale,
+                            keep_stale=keep_stale, keep_draws=keep_draws,
                             log=lambda line: typer.echo(f"bayesslr: {line}", err=True))
     except SweepInterrupted as exc:
         typer.echo(f"bayesslr: {exc}; finished cells are in {out_dir}/cells, rerun the "

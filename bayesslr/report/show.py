@@ -111,6 +111,71 @@ def figure(which: str | Callable[[Results], object], results: Results | None, *,
     _display(Image(data=buf.getvalue(), format="png", metadata={"alt": title}))
 
 
+def _show_png(fig, name: str, dpi: int = DPI) -> None:
+    """Display a matplotlib figure as a PNG (embedded in the notebook and its HTML)."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    try:
+        from IPython.display import Image
+    except ImportError:
+        print(f"[figure {name}: {len(buf.getvalue())} bytes of PNG]")
+        return
+    _display(Image(data=buf.getvalue(), format="png", metadata={"alt": name}))
+
+
+def kept_draws(results: str | Path | None, *, at_most: int = 4, coordinates: int = 2) -> None:
+    """The sampler's own plots of the cells whose chains did not converge, from the draws a
+    run kept (``bayesslr run ... --keep-draws``: ``OUT/draws/<cell key>.nc``, ArviZ
+    ``InferenceData``): for each flagged cell (at most ``at_most``), ArviZ's trace and rank
+    plots of the ``coordinates`` coordinates of ``k`` and ``v`` with the largest R-hat, and
+    the cell's reason. A sentence instead when no draws were kept or none is flagged."""
+    if not results:
+        print("No results directory given: the shipped files keep no draws.")
+        return
+    d = Path(results) / "draws"
+    files = sorted(d.glob("*.nc")) if d.is_dir() and not d.is_symlink() else []
+    if not files:
+        print(f"No draws kept in {d} (rerun the sweep with --keep-draws to keep each sampling "
+              "cell's draws as ArviZ InferenceData).")
+        return
+    import arviz as az
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    flagged = []
+    for f in files:
+        idata = az.from_netcdf(str(f))
+        if str(idata.posterior.attrs.get("converged", "")) == "False":
+            flagged.append((f, idata))
+    print(f"{len(files)} cells' draws kept in {d}; {len(flagged)} of them flagged "
+          f"(not converged){': the first ' + str(at_most) if len(flagged) > at_most else ''}.")
+    for f, idata in flagged[:at_most]:
+        post = idata.posterior
+        rhat = az.rhat(idata)
+        picks = []
+        for var in ("k", "v"):
+            r = np.nan_to_num(np.asarray(rhat[var].values, float), nan=np.inf)
+            for i in np.argsort(-r)[:coordinates]:
+                picks.append((var, int(i), float(r[i])))
+        print(f"{f.name}: {post.attrs.get('reason', '')} (sampler "
+              f"{post.attrs.get('sampler', 'nuts')}); worst R-hat: "
+              + ", ".join(f"{v}[{i}] {r:.3g}" for v, i, r in picks))
+        sel = {v: post[v].isel(D=[i for w, i, _ in picks if w == v]) for v in ("k", "v")}
+        sub = az.convert_to_inference_data(xr.Dataset(sel))
+        for kind, fn in (("trace", az.plot_trace), ("rank", az.plot_rank)):
+            with warnings.catch_warnings():
+                # ArviZ's KDE of a chain stuck at one value, and its use of a matplotlib
+                # helper that matplotlib 3.11 deprecates: neither is about these draws
+                warnings.simplefilter("ignore", RuntimeWarning)
+                warnings.filterwarnings("ignore", message=".*alias_mapping.*")
+                warnings.filterwarnings("ignore", message=".*single value or no finite.*")
+                axes = np.atleast_1d(fn(sub, compact=False) if kind == "trace" else fn(sub))
+            fig = axes.ravel()[0].figure
+            fig.suptitle(f"{f.stem}: {kind} plot of the worst coordinates", fontsize=9)
+            _show_png(fig, f"{f.stem} {kind}")
+            plt.close(fig)
+
+
 def table(df: pd.DataFrame | None, what: str, *, columns: Sequence[str] | None = None,
           digits: int = 4) -> None:
     """Display a table, numbers to ``digits`` significant digits, or a sentence when it is

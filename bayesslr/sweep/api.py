@@ -30,7 +30,7 @@ def _config(config: str | Path | Mapping[str, Any] | SweepConfig) -> SweepConfig
 
 def run(config: str | Path | Mapping[str, Any] | SweepConfig, out: str | Path, *,
         workers: int | None = None, scheduler: str | None = None, force: bool = False,
-        progress: bool = False, keep_stale: bool = False,
+        progress: bool = False, keep_stale: bool = False, keep_draws: bool = False,
         log: Callable[[str], None] | None = print) -> RunSummary:
     """Run (or resume) a sweep into the directory ``out``.
 
@@ -49,6 +49,9 @@ def run(config: str | Path | Mapping[str, Any] | SweepConfig, out: str | Path, *
     keep_stale : bool
         Reuse stored cells computed by another code version of their method (default: they
         are recomputed).
+    keep_draws : bool
+        Sampling cells computed by this run write their draws as ArviZ ``InferenceData``,
+        ``out/draws/<cell key>.nc`` (``arviz.from_netcdf`` reads them).
     log : callable, optional
         Receives one line per anomaly found when resuming (corrupt or stale cells);
         ``None`` silences them.
@@ -73,7 +76,8 @@ def run(config: str | Path | Mapping[str, Any] | SweepConfig, out: str | Path, *
     """
     cfg = _config(config)
     return run_sweep(cfg, out, make_executor(workers, scheduler), force=force,
-                     progress=progress, keep_stale=keep_stale, log=log)
+                     progress=progress, keep_stale=keep_stale, keep_draws=keep_draws,
+                     log=log)
 
 
 def load(path: str | Path) -> xr.DataTree:

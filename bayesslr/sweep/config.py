@@ -271,8 +271,8 @@ def _jsonable_block(block: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def cell_key(cell: Cell) -> str:
-    """Stable file key of a cell: SHA-1 of its canonical JSON (16 hex digits)."""
-    return hashlib.sha1(cell.to_json().encode()).hexdigest()[:16]
+    """Stable file key of a cell (:meth:`bayesslr.registry.Cell.key`)."""
+    return cell.key()
 
 
 def _merge_options(*layers: Mapping[str, Mapping[str, Any]], method: str) -> dict[str, Any]:

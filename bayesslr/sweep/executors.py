@@ -42,6 +42,7 @@ from typing import Any, Protocol
 
 from bayesslr.core import startup
 from bayesslr.core.cputime import CpuTimer
+from bayesslr.core.draws import keep_draws
 from bayesslr.core.jaxconfig import release_compiled_near_map_limit
 from bayesslr.core.task import ConfigError
 from bayesslr.registry import Cell, run_unit, spread_units, units
@@ -212,7 +213,7 @@ def load_plugins(plugins: Sequence[str]) -> None:
 # --------------------------------------------------------------------------------------------
 # one cell
 # --------------------------------------------------------------------------------------------
-def execute_unit(cells: Sequence[Cell]) -> list[CellRecord]:
+def execute_unit(cells: Sequence[Cell], draws_dir: Path | None = None) -> list[CellRecord]:
     """Run one unit of work (:func:`bayesslr.registry.units`: one cell, or cells its family
     runs together); an exception becomes failed records, never a crash of the sweep. The
     unit's wall time, and its process CPU time (:mod:`bayesslr.core.cputime`), are shared
@@ -229,7 +230,8 @@ def execute_unit(cells: Sequence[Cell]) -> list[CellRecord]:
         except Exception:  # an unknown family fails below, with its message
             versions.append("")
     try:
-        outs = [normalize_outputs(o) for o in run_unit(cells)]
+        with keep_draws(draws_dir):  # sampling cells write OUT/draws/<key>.nc (--keep-draws)
+            outs = [normalize_outputs(o) for o in run_unit(cells)]
     except Exception as exc:  # recorded per cell; the sweep goes on
         text = clean_text(" ".join(f"{type(exc).__name__}: {exc}".split())[:MAX_ERROR_CHARS])
         dt, dc = (time.perf_counter() - t0) / len(cells), cpu.seconds() / len(cells)
@@ -247,13 +249,14 @@ def execute_cell(cell: Cell) -> CellRecord:
     return execute_unit([cell])[0]
 
 
-def _remote_unit(cells: list[Cell], plugins: tuple[str, ...]) -> list[CellRecord]:
+def _remote_unit(cells: list[Cell], plugins: tuple[str, ...],
+                 draws_dir: Path | None = None) -> list[CellRecord]:
     """What a dask worker runs: JAX set up as the driver's, the plugins, then the unit."""
     from bayesslr.core.jaxconfig import configure_jax
 
     configure_jax(host_devices=None)
     load_plugins(plugins)
-    return execute_unit(cells)
+    return execute_unit(cells, draws_dir)
 
 
 class Executor(Protocol):
@@ -267,6 +270,8 @@ class Executor(Protocol):
     """
 
     name: str
+    # where sampling cells keep their draws (``run --keep-draws``), or None; the runner sets it
+    draws_dir: Path | None
 
     def check(self) -> None: ...
 
@@ -302,6 +307,7 @@ class InProcessExecutor:
     """
 
     name = "in-process"
+    draws_dir: Path | None = None
 
     def check(self) -> None:
         return None
@@ -314,7 +320,7 @@ class InProcessExecutor:
         for unit in units(cells):
             if stop:
                 return
-            done, recs = call_interruptibly(execute_unit, unit, stop=stop,
+            done, recs = call_interruptibly(execute_unit, unit, self.draws_dir, stop=stop,
                                             name=f"bayesslr-cell-{unit[0].method}")
             if not done:
                 return
@@ -398,6 +404,7 @@ class DaskExecutor:
                               "--scheduler (the --workers cluster makes its own credentials)")
         self.workers = workers
         self.scheduler = scheduler
+        self.draws_dir: Path | None = None  # workers write there: a shared filesystem
         self.security_file = None if security is None else Path(security)
         self._security_config = (None if self.security_file is None
                                  else load_security_config(self.security_file))
@@ -514,7 +521,7 @@ class DaskExecutor:
             for unit in spread_units(units(cells)):
                 if stop:
                     return
-                fut = client.submit(_remote_unit, unit, plugins, pure=False,
+                fut = client.submit(_remote_unit, unit, plugins, self.draws_dir, pure=False,
                                     key=f"unit-{cell_key(unit[0])}")
                 futures[fut.key] = (fut, unit)
             ac = as_completed([f for f, _ in futures.values()])

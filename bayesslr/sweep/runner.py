@@ -34,6 +34,7 @@ from pathlib import Path
 
 import bayesslr
 from bayesslr.core.files import write_netcdf_atomic
+from bayesslr.core.task import ConfigError
 from bayesslr.sweep.config import SweepConfig, cell_key
 from bayesslr.sweep.dataset import build_dataset
 from bayesslr.sweep.executors import (
@@ -109,8 +110,22 @@ def path_checkpoints(directory: Path) -> Iterator[None]:
         os.environ.pop(CHECKPOINT_ENV, None)
 
 
+DRAWS_DIR = "draws"  # OUT/draws/<cell key>.nc: the kept draws (run --keep-draws)
+
+
+def draws_directory(out: Path) -> Path:
+    """``OUT/draws``, created; refused (one line) when it is a link or not a directory."""
+    d = Path(out) / DRAWS_DIR
+    if d.is_symlink() or (d.exists() and not d.is_dir()):
+        raise ConfigError(f"draws directory {str(d)!r} is a link or not a directory; allowed: "
+                          "a plain directory inside OUT (remove it)")
+    d.mkdir(exist_ok=True)
+    return d.resolve()
+
+
 def run_sweep(cfg: SweepConfig, out: str | Path, executor: Executor | None = None, *,
               force: bool = False, progress: bool = True, keep_stale: bool = False,
+              keep_draws: bool = False,
               log: Callable[[str], None] | None = None) -> RunSummary:
     """Run (or resume) ``cfg`` into ``out``; see the module docstring.
 
@@ -119,6 +134,11 @@ def run_sweep(cfg: SweepConfig, out: str | Path, executor: Executor | None = Non
     keep_stale : bool
         Reuse stored cells computed by another code version of their method (default: they
         are recomputed).
+    keep_draws : bool
+        The sampling cells this run computes write their draws as ArviZ ``InferenceData``,
+        ``OUT/draws/<cell key>.nc`` (finished cells are reused as they are: delete a cell's
+        file to get its draws). With an external scheduler the workers write there
+        themselves: ``OUT`` must be on a filesystem they share.
     log : callable, optional
         Receives one line per anomaly found when resuming (corrupt files, stale cells).
 
@@ -157,6 +177,8 @@ def run_sweep(cfg: SweepConfig, out: str | Path, executor: Executor | None = Non
                     call_interruptibly(_open, stop=stop, name="bayesslr-executor-open")
                 stop.check()
                 store.prepare(cfg)
+                if keep_draws:
+                    executor.draws_dir = draws_directory(store.out)
                 with SweepProgress(len(cfg.cells), reused, cfg.name, enabled=progress) as bar:
                     def on_done(rec: CellRecord) -> None:
                         store.write(rec)
