@@ -80,7 +80,7 @@ def test_the_cluster_submits_in_that_order(empty_cache, monkeypatch):
             pass
 
     class Client:
-        def submit(self, fn, unit, plugins, *, key, **kw):
+        def submit(self, fn, unit, plugins, draws_dir=None, *, key, **kw):
             submitted.append(unit[0])
             return Fut(key, unit)
 
