@@ -9,7 +9,7 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "bayesslr"
-FAMILIES = ("population", "bayes", "erm", "theory", "amp", "inference")
+FAMILIES = ("population", "bayes", "erm", "theory", "amp", "inference", "multihead")
 FLOORS: dict[str, int] = {"core": 0, "registry": 1, **dict.fromkeys(FAMILIES, 2),
                           "results": 3, "export": 3, "sweep": 4, "report": 5, "commands": 6,
                           "cli": 6, "__main__": 6}
@@ -78,6 +78,7 @@ FAMILY_USES: dict[str, tuple[str, ...]] = {
     "amp": ("theory", "population", "bayes"),
     "erm": ("theory", "population"),
     "inference": ("bayes", "theory", "amp", "erm", "population"),
+    "multihead": (),  # the multi-head model (docs/multihead.md): core only, not yet registered
 }
 
 
