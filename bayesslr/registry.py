@@ -208,6 +208,9 @@ def common(*names: str) -> tuple[Output, ...]:
 class PlotStyle:
     """How the report draws a family (one place; the figures read it from the registry).
 
+    Markers are always filled: a hollow grey marker means one thing in every figure, a cell
+    whose fit or chains did not converge (:func:`bayesslr.report.figures.style.draw_flagged`).
+
     Attributes
     ----------
     kind : {"line", "marker"}
@@ -218,8 +221,6 @@ class PlotStyle:
         Matplotlib marker and line style.
     color : str, optional
         Fixed colour; ``None`` colours by activation (:data:`ACTIVATION_COLORS`).
-    filled : bool
-        Filled markers (open ones for ERM, filled for the Bayes estimators).
     zorder : int
         Drawing order.
     """
@@ -229,7 +230,6 @@ class PlotStyle:
     marker: str = "o"
     linestyle: str = "-"
     color: str | None = None
-    filled: bool = True
     zorder: int = 2
 
     def label_for(self, method: str) -> str:

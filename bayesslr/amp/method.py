@@ -100,7 +100,7 @@ def _cost(cell: Cell, opts: Mapping[str, Any]) -> float:
               *[(f"trajectory_{k}", f"{k} per iteration (t = 0: the start)", "1", None,
                  "iteration") for k in TRAJECTORY]),
           cost=_cost, memory=_memory,
-          plot=PlotStyle(kind="marker", label="GAMP", marker="D", color="k", filled=False),
+          plot=PlotStyle(kind="marker", label="GAMP", marker="D", color="k"),
           version="1", dims=("variant", "L", "nu", "delta", "alpha", "D"),
           report=ReportRole(finite_sample=5, leaderboard=3),
           cli=CliFace(task={"delta": "0.01"}, fields={"D": "2000", "alpha": "2", "seed": "0"},

@@ -434,7 +434,7 @@ def _erm_batch(cells: list[Cell], opts_list: list[Mapping[str, Any]]) -> list[di
 @register("erm", schema=SCHEMA, activations=ERM_ACTIVATIONS, needs=("alpha", "lam", "D"),
           description="regularised ERM by L-BFGS on the data (docs/estimators.md)",
           outputs=ERM_OUTPUTS, cost=_cost, memory=_memory, check=_check,
-          plot=PlotStyle(kind="marker", label="{activation} (ERM)", marker="o", filled=False),
+          plot=PlotStyle(kind="marker", label="{activation} (ERM)", marker="o"),
           version="4", batch=_erm_batch, batch_key=_batch_key,
           prerequisites=REPLICA_PREREQUISITES, report=ReportRole(finite_sample=3, leaderboard=2),
           cli=CliFace(

@@ -140,7 +140,7 @@ def _draw_markers(ax: Axes, ds: xr.Dataset, m: str, theory: xr.Dataset | None = 
         if good.any():
             ax.errorbar(xj[good], y[good], yerr=e[good], fmt=st.marker, color=color_of(m),
                         capsize=3, ms=4 + 3 * rank, alpha=0.45 + 0.55 * rank,
-                        mfc=None if st.filled else "white", label=lab, zorder=st.zorder + 1)
+                        label=lab, zorder=st.zorder + 1)
         if bad.any():
             draw_flagged(ax, xj[bad], y[bad], e[bad], st.marker, lab, ms=4 + 3 * rank)
             note_flagged(ax, m.split(":")[0], flag_reasons(sub))
