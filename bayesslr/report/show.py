@@ -100,6 +100,12 @@ def figure(which: str | Callable[[Results], object], results: Results | None, *,
     except NothingToPlot as why:
         print(f"Figure {name} not drawn: {why}.")
         return
+    _show_png(fig, name, dpi)
+
+
+def _show_png(fig, name: str, dpi: int = DPI) -> None:
+    """Display a matplotlib figure as a PNG (embedded in the notebook and its HTML), its
+    title (else ``name``) as the image's alt text."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi)
     try:
@@ -109,18 +115,6 @@ def figure(which: str | Callable[[Results], object], results: Results | None, *,
         return
     title = fig._suptitle.get_text() if getattr(fig, "_suptitle", None) else name
     _display(Image(data=buf.getvalue(), format="png", metadata={"alt": title}))
-
-
-def _show_png(fig, name: str, dpi: int = DPI) -> None:
-    """Display a matplotlib figure as a PNG (embedded in the notebook and its HTML)."""
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi)
-    try:
-        from IPython.display import Image
-    except ImportError:
-        print(f"[figure {name}: {len(buf.getvalue())} bytes of PNG]")
-        return
-    _display(Image(data=buf.getvalue(), format="png", metadata={"alt": name}))
 
 
 def kept_draws(results: str | Path | None, *, at_most: int = 4, coordinates: int = 2) -> None:

@@ -292,13 +292,8 @@ def error_vs_alpha(results: Results) -> Figure:
     finite ``D`` a teacher's norm moves every estimator on its data, the oracle too, so a
     marker may sit below its theory by more than its error bar; the verdicts judge
     :func:`excess_vs_alpha`'s paired view, and the title says so."""
-    panels = _panels(results)
-    fig, axes = panel_grid(len(panels), cols=3, width=5.0, height=4.0)
-    for ax, (sel, subs, limit) in zip(axes, panels, strict=True):
-        _draw_panel(ax, results, sel, subs, limit, excess=False)
-    legend_below(fig, axes)
-    figure_title(fig, "Test excess error against \u03b1 (raw, not paired)")
-    return fig
+    return _figure(results, _panels(results), excess=False,
+                   title="Test excess error against \u03b1 (raw, not paired)")
 
 
 def excess_vs_alpha(results: Results) -> Figure:
@@ -313,9 +308,15 @@ def excess_vs_alpha(results: Results) -> Figure:
     panels = [p for p in _panels(results) if p[2] is not None]
     if not panels:
         raise NothingToPlot("no setting has a Bayes risk to pair the theories with")
+    return _figure(results, panels, excess=True,
+                   title="Excess over the Bayes risk against \u03b1 (paired)")
+
+
+def _figure(results: Results, panels: list[tuple], *, excess: bool, title: str) -> Figure:
+    """The panels of :func:`_panels` drawn by :func:`_draw_panel`, one legend, the title."""
     fig, axes = panel_grid(len(panels), cols=3, width=5.0, height=4.0)
     for ax, (sel, subs, limit) in zip(axes, panels, strict=True):
-        _draw_panel(ax, results, sel, subs, limit, excess=True)
+        _draw_panel(ax, results, sel, subs, limit, excess=excess)
     legend_below(fig, axes)
-    figure_title(fig, "Excess over the Bayes risk against \u03b1 (paired)")
+    figure_title(fig, title)
     return fig
