@@ -75,6 +75,9 @@ class PTRun(NamedTuple):
     grad_evals, grad_evals_warmup, iterations, warmup_done : int
     r_hat_max, ess_bulk_min, ess_tail_min : float
     compile_s, run_s : float
+    thin : int
+        Sampling iterations per kept draw (the kept draws are every ``thin``-th, the last
+        included).
     """
 
     k: np.ndarray
@@ -93,6 +96,7 @@ class PTRun(NamedTuple):
     ess_tail_min: float
     compile_s: float
     run_s: float
+    thin: int
 
     def tempering_summary(self) -> dict[str, Any]:
         """The tempering diagnostics, JSON-ready: ``swap_rate_min``, ``swap_rate_mean``,
@@ -359,4 +363,5 @@ def run_pt(key: PRNGKey, spec: ModelSpec, data: Data, *, budget: int,
     return PTRun(k, v, np.asarray(betas), rates, round_trips(swapped, R), acc_r,
                  np.exp(np.asarray(log_eps)), int(used), int(warm_used), int(t),
                  int(warm_iters), float(diag["r_hat_max"]), float(diag["ess_bulk_min"]),
-                 float(diag["ess_tail_min"]), float(compile_s), float(wall - compile_s))
+                 float(diag["ess_tail_min"]), float(compile_s), float(wall - compile_s),
+                 int(thin))

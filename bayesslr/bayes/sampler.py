@@ -375,8 +375,7 @@ def run_tempered(key: PRNGKey, spec: ModelSpec, data: Data, options: SamplerOpti
                replicas=R, beta_min=tempering.beta_min, integration_steps=n, chunk=PT_CHUNK,
                max_draws=tempering.pt_max_draws, warmup_budget=per_iter * (1 + warm))
     runtime = time.perf_counter() - t0
-    S = r.k.shape[1]
-    thin = max(1, -(-(r.iterations - r.warmup_done) // max(S, 1)))
+    S, thin = r.k.shape[1], r.thin
     return SampleResult(
         k=r.k, v=r.v, log_density=np.full((C, S), np.nan), diverging=np.zeros((C, S), bool),
         num_steps=np.full((C, S), n * thin, np.int64),
