@@ -114,28 +114,25 @@ def _sizes(cell: Cell) -> tuple[int, int, int]:
 
 def _memory(cell: Cell, opts: Mapping[str, Any]) -> Resources:
     D, N, L = _sizes(cell)
-    fb = 8 if opts["x64"] else 4
-    runs = len(opts["init"])
-    if opts["sampler"] == "pt":
-        C, R = opts["chains"], opts["replicas"]
-        data = (N + opts["n_test"]) * L * D * 4 * 2
+    C, runs = opts["chains"], len(opts["init"])
+    data = (N + opts["n_test"]) * L * D * 4 * 2  # drawn in float32, copied once for the sampler
+    held = f"train + test data (N={N}, n_test={opts['n_test']}) x L={L} x D={D}"
+    if opts["sampler"] == "pt":  # float32 throughout (check_tempered refuses x64)
+        R, fb = opts["replicas"], 4
         kept = min(opts["draws"], opts["pt_max_draws"])
         # the cold slot of every sampling iteration in float32, then the kept draws (float64)
         draws = runs * C * (opts["draws"] * 2 * D * 4 + kept * 2 * D * 8 * 2)
         grad = C * R * (N * L * 4 * 8 + 2 * D * 4 * 6)
-        predict = opts["n_test"] * min(opts["chunk"], C * kept) * L * 4 * 6
-        return Resources(data + draws + grad + predict,
-                         f"train + test data (N={N}, n_test={opts['n_test']}) x L={L} x D={D}, "
-                         f"cold draws {C}x{opts['draws']}x2D, {C}x{R} replicas",
-                         "D, alpha, n_test, draws, chains or replicas")
-    data = (N + opts["n_test"]) * L * D * 4 * 2  # drawn in float32, copied once for the sampler
-    draws = runs * opts["chains"] * opts["draws"] * 2 * D * 8 * 2  # stored, and pooled
-    grad = opts["chains"] * N * L * fb * 8  # per-chain fields and their cotangents
-    predict = opts["n_test"] * min(opts["chunk"], opts["chains"] * opts["draws"]) * L * fb * 6
-    return Resources(data + draws + grad + predict,
-                     f"train + test data (N={N}, n_test={opts['n_test']}) x L={L} x D={D}, "
-                     f"draws {opts['chains']}x{opts['draws']}x2D",
-                     "D, alpha, n_test, draws or chains")
+        held += f", cold draws {C}x{opts['draws']}x2D, {C}x{R} replicas"
+        lower = "D, alpha, n_test, draws, chains or replicas"
+    else:
+        fb, kept = (8 if opts["x64"] else 4), opts["draws"]
+        draws = runs * C * opts["draws"] * 2 * D * 8 * 2  # stored, and pooled
+        grad = C * N * L * fb * 8  # per-chain fields and their cotangents
+        held += f", draws {C}x{opts['draws']}x2D"
+        lower = "D, alpha, n_test, draws or chains"
+    predict = opts["n_test"] * min(opts["chunk"], C * kept) * L * fb * 6
+    return Resources(data + draws + grad + predict, held, lower)
 
 
 # CPU-s per gradient evaluation of one replica of a PT run, per unit of N D L: all replicas of
