@@ -71,10 +71,10 @@ _API: dict[str, str] = {
     "run_cell": "bayesslr.registry",
     "Cell": "bayesslr.registry",
     "families": "bayesslr.registry",
-    "targets": "bayesslr.inference.targets",
-    "target": "bayesslr.inference.targets",
-    "Target": "bayesslr.inference.targets",
-    "score_draws": "bayesslr.inference.targets",
+    "targets": "bayesslr.posteriors.target",
+    "target": "bayesslr.posteriors.target",
+    "Target": "bayesslr.posteriors.target",
+    "score_draws": "bayesslr.posteriors.target",
 }
 
 __all__ = ["__version__", *_API]

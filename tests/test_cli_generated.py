@@ -172,10 +172,13 @@ def test_gd_verb_runs_one_cell(capsys):
 
 def test_inference_verb_runs_an_algorithm_from_the_table(capsys):
     """``bayesslr inference`` (generated) runs one budgeted algorithm looked up in
-    ``inference.method.RUNNERS``; the method's suffix names algorithm, start and budget."""
-    from bayesslr.inference.method import ALGORITHMS, RUNNERS
+    ``inference.algorithms.ALGORITHMS`` (one record each); the method's suffix names
+    algorithm, start and budget."""
+    from bayesslr.inference.algorithms import ALGORITHMS
+    from bayesslr.inference.method import METHODS
 
-    assert set(RUNNERS) == set(ALGORITHMS)
+    assert {m.split("-")[0] for m in METHODS} == set(ALGORITHMS)
+    assert all(callable(a.run) and a.starts and a.options for a in ALGORITHMS.values())
     code, out, err = run_cli(["inference", "--activation", "map-random-1e3", "--alpha", "2",
                               "--D", "6", "--delta", "0.05", "--reference", "none",
                               "--n-test", "200", "--json"], capsys)

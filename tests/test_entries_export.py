@@ -12,7 +12,7 @@ import pytest
 
 import bayesslr as bs
 from bayesslr.core.task import ConfigError
-from bayesslr.inference import entry, write_entry
+from bayesslr.posteriors import entry, write_entry
 from bayesslr.report import inference as rep
 from conftest import run_cli
 

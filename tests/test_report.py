@@ -626,7 +626,7 @@ def test_trapping_claim_judged_on_the_stored_tasks(tree):
     """Case 6: the trapping claim states where it was checked and is judged on the stored tasks
     of the inference reference too (random-start NUTS trapped on most of them, also where the
     state evolution has no hard phase), not only at the sweep's one setting."""
-    from bayesslr.inference.ground_truth import load_inference_reference
+    from bayesslr.inference.reference import load_inference_reference
 
     v = _status(C.sampler_claims(tree), "at the settings and stored tasks checked")
     assert v.evidence.startswith("checked at ")

@@ -13,7 +13,7 @@ import bayesslr as bs
 from bayesslr.bayes.model import log_lik_bruteforce
 from bayesslr.bayes.nuts import potential_fn_gen
 from bayesslr.core.task import ConfigError
-from bayesslr.inference.targets import parse_name, target_name
+from bayesslr.posteriors.target import parse_name, target_name
 
 NAME = "slr_spiked_L3_nu2_delta0.01-D50_alpha2_seed1"
 EPS32 = float(np.finfo(np.float32).eps)
@@ -127,7 +127,7 @@ def test_bad_names_and_settings_are_refused():
 def test_score_draws_is_the_benchmarks_own_score(tgt):
     """Draws scored through the front door give the numbers the inference family computes
     from the same draws (one error measurement)."""
-    from bayesslr.inference import ground_truth as ref
+    from bayesslr.inference import reference as ref
     from bayesslr.inference.evaluate import score_draws_on_data as family_score
     from bayesslr.inference.evaluate import task_data
 

@@ -9,7 +9,7 @@ import json
 import pytest
 
 import bayesslr as bs
-from bayesslr.commands.targets import TARGET_FIELDS
+from bayesslr.posteriors.target import TARGET_FIELDS
 from conftest import run_cli
 
 

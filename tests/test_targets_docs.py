@@ -45,7 +45,7 @@ def test_plain_jax_recipe_runs(plain_jax):
 def _tolerance(score: dict, draws: dict, t) -> float:
     """4 paired standard errors plus the finite-draw bias c / ESS of the draws' predictor,
     with ``c = mc_bias * ESS`` measured by the stored reference itself (docs/inference.md)."""
-    from bayesslr.inference.ground_truth import load_inference_reference
+    from bayesslr.inference.reference import load_inference_reference
 
     ds = load_inference_reference()
     i = [j for j in range(ds.sizes["task"]) if int(ds["D"][j]) == t.D and
@@ -95,7 +95,7 @@ def test_pymc_model_log_density_equals_the_jax_one():
 
     import bayesslr as bs
     from bayesslr.export.slr_pymc import model
-    from bayesslr.inference.targets import _log_density
+    from bayesslr.posteriors.target import _log_density
 
     for variant, L in (("spiked", 3), ("max", "1,2,3")):
         t = bs.target(variant=variant, L=L, D=6, alpha=3, seed=1, n_test=10)

@@ -1,15 +1,28 @@
-"""The trapping-map driver (issue 24): run order, resumability keys, and the table's
-reductions (reach fraction with its binomial standard error, mean excess with its standard
-error over seeds, the GAMP - stored reference gap)."""
+"""The trapping-map driver (issue 24), a study script of ``benchmarks/studies/``: run order,
+resumability keys, and the table's reductions (reach fraction with its binomial standard
+error, mean excess with its standard error over seeds, the GAMP - stored reference gap)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
+import sys
+from pathlib import Path
 
 import pytest
 
-from bayesslr.inference import trapping as tr
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "studies"))
+import trapping as tr  # noqa: E402  (a script beside its study_cli, not a package module)
+
+from bayesslr.inference import algorithms as A  # noqa: E402
+
+
+def _fake_runners(monkeypatch, run) -> None:
+    """Every algorithm of the map runs ``run`` instead (its record otherwise unchanged)."""
+    for a in tr.ALGOS:
+        name = a.split("-")[0]
+        monkeypatch.setitem(A.ALGORITHMS, name, dataclasses.replace(A.ALGORITHMS[name], run=run))
 
 
 def test_plan_puts_the_equal_budget_comparison_first_and_gamp_before_each_task():
@@ -67,13 +80,11 @@ def test_table_reduces_seeds_with_their_standard_errors(tmp_path):
 
 
 def test_each_algorithm_runs_through_the_family_runners_contract(tmp_path, monkeypatch):
-    """``run_algo`` calls every algorithm as the family does (``RUNNERS[alg](key, alg, spec,
-    data, opts, budget)``) and scores its draws against the GAMP reference on the seed's test
+    """``run_algo`` calls every algorithm as the family does (``ALGORITHMS[alg].run(key, alg,
+    spec, data, opts, budget)``) and scores its draws against the GAMP reference on the seed's test
     inputs. A driver that called the runners by another signature recorded a TypeError for
     every SMC and PT run of the map."""
     import numpy as np
-
-    from bayesslr.inference import method as M
 
     calls = []
 
@@ -83,7 +94,7 @@ def test_each_algorithm_runs_through_the_family_runners_contract(tmp_path, monke
         v = np.tile(np.asarray(data.teacher.v), (4, 1))
         return k, v, {"grad_evals": budget, "converged": True}
 
-    monkeypatch.setattr(M, "RUNNERS", {a.split("-")[0]: fake for a in tr.ALGOS})
+    _fake_runners(monkeypatch, fake)
     base = dict(delta=0.01, D=25, alpha=2.0, seed=0)
     _, data = tr._data(base)
     gamp = {**base, "what": "gamp", "budget": 0, "test_error": 0.5, "stderr": 0.01,
@@ -106,8 +117,8 @@ def test_where_gamp_fails_a_nuts_reference_is_made_and_the_runs_are_scored_again
     had no reference and were only counted (alpha = 5, D = 200: one seed of three left)."""
     import numpy as np
 
-    from bayesslr.inference import ground_truth as G
-    from bayesslr.inference import method as M
+    from bayesslr import ground_truth as G
+    from bayesslr.inference import reference as R
 
     chains = []
 
@@ -131,7 +142,7 @@ def test_where_gamp_fails_a_nuts_reference_is_made_and_the_runs_are_scored_again
                                                                  "run_s": 0.1}
 
     monkeypatch.setattr(G, "teacher_chains", fake_chains)
-    monkeypatch.setattr(M, "RUNNERS", {a.split("-")[0]: fake_runner for a in tr.ALGOS})
+    _fake_runners(monkeypatch, fake_runner)
     monkeypatch.setattr("bayesslr.core.jaxconfig.configure_jax", lambda *a, **k: None)
     monkeypatch.setattr(tr, "SETTINGS", {0.01: (2.0, 5.0)})  # the plan: these two cells
     cells = [dict(delta=0.01, D=25, alpha=5.0, seed=0), dict(delta=0.01, D=25, alpha=2.0, seed=0)]
@@ -161,7 +172,7 @@ def test_where_gamp_fails_a_nuts_reference_is_made_and_the_runs_are_scored_again
     big = dict(delta=0.01, D=50, alpha=5.0, seed=0)
     _write(tmp_path, **big, what="gamp", budget=0, gamp_converged=False, stored_reference=False)
     np.save(tr._yhat_file(tmp_path, big), np.zeros(tr.N_TEST))
-    monkeypatch.setattr(G, "lookup", lambda *a, **k: None)
+    monkeypatch.setattr(R, "lookup", lambda *a, **k: None)
     tr.run_trapping_map(tmp_path, 1000, ["alpha=5", "what=nutsref"], seeds=(0,), Ds=(50,),
                         nutsref_max_nd=5000)
     assert "no NUTS reference at N D = 12500 > --nutsref-max-nd 5000" in capsys.readouterr().out

@@ -4,7 +4,7 @@
 Not family verbs: ``targets`` lists the stored targets (``targets show NAME`` one of them);
 ``score-draws`` scores draws made outside the package against a named target
 (:func:`bayesslr.score_draws`) and, with ``--out``, writes them as a leaderboard entry
-(:mod:`bayesslr.inference.entries`); ``export posteriordb`` writes the stored targets in
+(:mod:`bayesslr.posteriors.entries`); ``export posteriordb`` writes the stored targets in
 posteriordb's layout (:mod:`bayesslr.export.posteriordb`).
 """
 
@@ -70,8 +70,8 @@ def score_draws_cmd(
 ) -> None:
     """Score draws made anywhere against a target's Bayes-optimal reference; with --out, put
     them on the leaderboard as an entry."""
-    from bayesslr.inference.targets import parse_name, score_draws
-    from bayesslr.inference.targets import target as make_target
+    from bayesslr.posteriors.target import parse_name, score_draws
+    from bayesslr.posteriors.target import target as make_target
 
     parse_name(target)  # a malformed name is refused before anything is read
     if out is not None:
@@ -84,7 +84,7 @@ def score_draws_cmd(
     if out is None:
         res = score_draws(t, d)
     else:
-        from bayesslr.inference.entries import entry, write_entry
+        from bayesslr.posteriors.entries import entry, write_entry
 
         rec = entry(t, d, name=name, cost=cost, cost_unit=cost_unit, note=note)
         path = write_entry(rec, out)
@@ -123,49 +123,6 @@ def export_posteriordb(
     emit(res, as_json, title="export posteriordb")
 
 
-# what one stored target's record holds: the task, its size, the reference and its quality
-TARGET_FIELDS: tuple[str, ...] = (
-    "name", "variant", "L", "nu", "delta", "D", "alpha", "seed", "N", "dim", "n_test",
-    "reference", "bayes_error", "bayes_error_stderr", "excess_over_oracle",
-    "excess_over_oracle_stderr", "checks_passed", "r_hat_max", "ess_bulk_min", "ess_tail_min",
-    "divergences", "grad_evals", "checks")
-
-
-def target_records() -> list[dict]:
-    """One record per stored target (:data:`TARGET_FIELDS`), sorted by name, read from the
-    stored reference (no data is drawn): the task, its size (``N`` training samples, ``dim``
-    parameters), the reference's kind (``nuts_long``: long NUTS chains from the teacher on this
-    very data set) and quality (its R-hat, ESS and divergences, and whether they passed the
-    reference's checks, :data:`bayesslr.core.thresholds.CONVERGENCE` ``"reference"``)."""
-    from bayesslr.inference.ground_truth import load_inference_reference
-    from bayesslr.inference.targets import target_name
-
-    ds = load_inference_reference()
-    if ds is None:
-        return []
-    rows = []
-    for i in range(ds.sizes["task"]):
-        r = ds.isel(task=i)
-        D = int(r["D"])
-        rec = {"name": target_name(str(r["variant"].values), str(r["L"].values),
-                                   float(r["nu"]), float(r["delta"]), D, float(r["alpha"]),
-                                   int(r["seed"])),
-               "variant": str(r["variant"].values), "L": str(r["L"].values),
-               "nu": float(r["nu"]), "delta": float(r["delta"]), "D": D,
-               "alpha": float(r["alpha"]), "seed": int(r["seed"]), "N": int(r["N"]),
-               "dim": 2 * D, "n_test": int(r["n_test"]), "reference": "nuts_long",
-               "bayes_error": float(r["test_error"]), "bayes_error_stderr": float(r["stderr"]),
-               "excess_over_oracle": float(r["excess_over_oracle"]),
-               "excess_over_oracle_stderr": float(r["excess_over_oracle_stderr"]),
-               "checks_passed": bool(r["checks_passed"]), "r_hat_max": float(r["r_hat_max"]),
-               "ess_bulk_min": float(r["ess_bulk_min"]),
-               "ess_tail_min": float(r["ess_tail_min"]),
-               "divergences": int(r["divergences"]), "grad_evals": int(r["grad_evals"]),
-               "checks": str(r["checks"].values)}
-        rows.append(rec)
-    return sorted(rows, key=lambda rec: rec["name"])
-
-
 def _list_text(rows: list[dict]) -> str:
     """The targets as a plain table that fits 80 columns (the name holds the task and its
     size; the error's standard error and the other checks are in ``targets show`` and
@@ -196,6 +153,8 @@ def targets_list(ctx: typer.Context, as_json: bool = flag("--json", "Print one J
         return
     import json
 
+    from bayesslr.posteriors.target import target_records
+
     rows = target_records()
     if as_json:
         print(json.dumps({"targets": rows}, allow_nan=False))
@@ -209,7 +168,7 @@ def targets_show(
     as_json: bool = flag("--json", JSON_FLAG_HELP),
 ) -> None:
     """One stored target: its task, size, reference and the reference's checks."""
-    from bayesslr.inference.targets import parse_name, target_name
+    from bayesslr.posteriors.target import parse_name, target_name, target_records
 
     f = parse_name(name)  # a malformed name is one line
     canonical = target_name(f["variant"], f["L"], f["nu"], f["delta"], f["D"], f["alpha"],

@@ -8,7 +8,7 @@ Three uses, three rows, two R-hat values, each chosen for what its verdict decid
   (:func:`bayesslr.bayes.method.verdict`, :mod:`bayesslr.report.claims`): Vehtari et al.
   (2021, "Rank-normalization, folding, and localization: an improved R-hat") recommend
   R-hat < 1.01 and 100 bulk and tail ESS per chain before a posterior mean is trusted;
-* ``reference``: the inference benchmark's ground truth (:mod:`bayesslr.inference.ground_truth`),
+* ``reference``: the inference benchmark's ground truth (:mod:`bayesslr.ground_truth`),
   the same R-hat and 400 bulk ESS in all (4 chains x 100): it must be at least as good as
   what it scores;
 * ``inference``: the budgeted samplers of the leaderboard (:mod:`bayesslr.inference.method`),

@@ -23,7 +23,7 @@ checked on these machines). posteriordb's Python package knows the frameworks ``
 
 **Reference draws.** The stored reference (docs/inference.md) keeps predictions, not draws. The
 export reruns its teacher-start chains with the stored settings and the same keys
-(:func:`bayesslr.inference.ground_truth.build_task`'s), checks that their predictor reproduces the
+(:func:`bayesslr.ground_truth.build_task`'s), checks that their predictor reproduces the
 stored reference predictions (the largest absolute difference and the two errors are in the
 draws' info), and keeps every ``thin``-th draw. ``reference_draws="quick"`` runs 2 short chains
 instead (tests; the info says so). Per posteriordb, the draws are a list of chains, each
@@ -68,7 +68,7 @@ from bayesslr.core.files import (
     write_text_atomic,
 )
 from bayesslr.core.task import ConfigError
-from bayesslr.inference.targets import posteriordb_name
+from bayesslr.posteriors.target import posteriordb_name
 
 MANIFEST = "bayesslr-export.json"  # the settings of the export in OUT (checksummed)
 LAYOUT = ("posteriors", "models", "data", "reference_posteriors")  # what an export holds
@@ -175,13 +175,9 @@ def reference_chains(t, mode: str) -> tuple[np.ndarray, np.ndarray, dict[str, An
     """Teacher-start NUTS chains of target ``t``: the stored reference's own (same settings,
     same keys) or, ``quick``, 2 x 100. Returns ``k, v`` ``(chains, draws, D)`` and facts."""
     from bayesslr.bayes.sampler import SamplerOptions
+    from bayesslr.ground_truth import RefSettings, settings_options, teacher_chains
     from bayesslr.inference.evaluate import per_input_errors, predict_draws, task_data
-    from bayesslr.inference.ground_truth import (
-        RefSettings,
-        load_inference_reference,
-        settings_options,
-        teacher_chains,
-    )
+    from bayesslr.inference.reference import load_inference_reference
 
     data = task_data(t.task, t.seed, t.N, t.n_test)
     if mode == "stored":
@@ -213,7 +209,7 @@ def export(out: str | Path, *, names: list[str] | None = None, reference_draws: 
            thin: int = 8, log: Callable[[str], None] | None = print) -> dict[str, Any]:
     """Write the targets ``names`` (default: every stored one) under ``out``; resumable (a
     posterior whose files are all present is skipped). Returns a summary."""
-    from bayesslr.inference.targets import targets
+    from bayesslr.posteriors.target import targets
 
     stored = targets()
     names = list(stored) if names is None else list(names)
@@ -266,7 +262,7 @@ def _export_posterior(out: Path, bname: str, reference_draws: str, thin: int,
                       log: Callable[[str], None] | None, today: str) -> dict[str, Any]:
     """One target's data, reference draws and posterior (skipped when already written);
     its line of the summary."""
-    from bayesslr.inference.targets import target
+    from bayesslr.posteriors.target import target
 
     t = target(bname)
     name = posteriordb_name(bname)

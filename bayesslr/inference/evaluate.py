@@ -12,7 +12,7 @@ Every algorithm of :mod:`bayesslr.inference` is scored here, the same way:
 * the test error is Rao-Blackwellised over the hidden location and paired with the oracle (the
   teacher-known Bayes predictor) on the same test set
   (:func:`bayesslr.core.metrics.test_errors`, the suite's one error measurement);
-* against the Bayes-optimal reference (:mod:`bayesslr.inference.ground_truth`) the excess is paired
+* against the Bayes-optimal reference (:mod:`bayesslr.inference.reference`) the excess is paired
   too when the reference's predictions on the same test set are stored (same seed, same
   ``n_test``): ``excess_over_reference = mean_x [e_alg(x) - e_ref(x)]`` with
   ``e(x) = sum_l P_l(x) (z*_l(x) - y_hat(x))^2`` the per-input excess error, and its standard
@@ -88,7 +88,7 @@ def score(task: TaskConfig, teacher: Teacher, test: Data, y_hat: np.ndarray,
     Parameters
     ----------
     reference : dict, optional
-        From :func:`bayesslr.inference.ground_truth.lookup`: ``test_error``, ``stderr``,
+        From :func:`bayesslr.inference.reference.lookup`: ``test_error``, ``stderr``,
         ``source`` and, when stored for this very test set, ``y_hat`` (the reference
         predictions, paired comparison).
 

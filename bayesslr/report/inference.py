@@ -78,7 +78,7 @@ def split_method(method: str) -> tuple[str, str, float]:
     """``inference:nuts-random-1e5`` -> ``("nuts", "random", 1e5)``; other families give
     ``(family or activation label, "", nan)``."""
     family, _, suffix = method.partition(":")
-    if family == "entry":  # an outside algorithm (bayesslr.inference.entries)
+    if family == "entry":  # an outside algorithm (bayesslr.posteriors.entries)
         return suffix, "outside", math.nan
     if family == "inference":
         alg, start, tier = suffix.split("-")
@@ -108,7 +108,7 @@ def tidy(source: Any) -> pd.DataFrame:
             return tidy(records_from_dir(p) + records_from_dir(p / "entries"))
         rows = list(_rows_from_dataset(p)) if not p.is_dir() or (p / "dataset.nc").exists() \
             else []
-        if p.is_dir():  # outside algorithms' entries (bayesslr.inference.entries)
+        if p.is_dir():  # outside algorithms' entries (bayesslr.posteriors.entries)
             rows += [_row(r["cell"], r["result"]) for r in records_from_dir(p / "entries")]
     else:
         rows = [_row(r["cell"], r["result"]) for r in source if r.get("status", "ok") == "ok"]
@@ -160,7 +160,7 @@ def _rows_from_dataset(path: Path) -> Iterable[dict[str, Any]]:
 def _with_reference(df: pd.DataFrame) -> pd.DataFrame:
     """Fill ``excess_over_reference`` of families that do not compute it (unpaired)."""
     from bayesslr.core.task import make_task
-    from bayesslr.inference import ground_truth as ref
+    from bayesslr.inference import reference as ref
 
     df = df.copy()
     need = df["excess_over_reference"].isna() if "excess_over_reference" in df else (
@@ -411,7 +411,7 @@ def records_from_dir(path: str | Path) -> list[dict[str, Any]]:
 
 def reference_table() -> pd.DataFrame:
     """The stored Bayes-optimal reference tasks (one row each) and their checks."""
-    from bayesslr.inference.ground_truth import load_inference_reference
+    from bayesslr.inference.reference import load_inference_reference
 
     ds = load_inference_reference()
     if ds is None:

@@ -155,7 +155,7 @@ def sampler_claims(results: Results) -> list[Verdict]:
     annealed starts reach the teacher-started posterior; where random starts are trapped,
     the state evolution has its hard phase (trapping by computational hardness) or not
     (a sampler failure), judged at the sweep's settings and on the stored tasks of the
-    inference benchmark's reference (:mod:`bayesslr.inference.ground_truth`); the other starts'
+    inference benchmark's reference (:mod:`bayesslr.inference.reference`); the other starts'
     chains pass the convergence checks too.
 
     A threshold check (R-hat, ESS per chain) within ``Z`` Monte Carlo errors of its threshold

@@ -79,7 +79,7 @@ def targets() -> list[str]:
     >>> "slr_spiked_L3_nu2_delta0.01-D100_alpha5_seed0" in names, len(names)
     (True, 16)
     """
-    from bayesslr.inference.ground_truth import load_inference_reference
+    from bayesslr.inference.reference import load_inference_reference
 
     ds = load_inference_reference()
     if ds is None:
@@ -88,6 +88,56 @@ def targets() -> list[str]:
                strict=True)
     return sorted(target_name(str(v), str(L), float(nu), float(d), int(D), float(a), int(s))
                   for v, L, nu, d, D, a, s in rows)
+
+
+# what one stored target's record holds: the task, its size, the reference and its quality
+TARGET_FIELDS: tuple[str, ...] = (
+    "name", "variant", "L", "nu", "delta", "D", "alpha", "seed", "N", "dim", "n_test",
+    "reference", "bayes_error", "bayes_error_stderr", "excess_over_oracle",
+    "excess_over_oracle_stderr", "checks_passed", "r_hat_max", "ess_bulk_min", "ess_tail_min",
+    "divergences", "grad_evals", "checks")
+
+
+def target_records() -> list[dict]:
+    """One record per stored target (:data:`TARGET_FIELDS`), sorted by name, read from the
+    stored reference (no data is drawn): the task, its size (``N`` training samples, ``dim``
+    parameters), the reference's kind (``nuts_long``: long NUTS chains from the teacher on this
+    very data set) and quality (its R-hat, ESS and divergences, and whether they passed the
+    reference's checks, :data:`bayesslr.core.thresholds.CONVERGENCE` ``"reference"``).
+
+    Examples
+    --------
+    >>> from bayesslr.posteriors.target import target_records
+    >>> rec = target_records()[0]
+    >>> rec["name"], rec["reference"], rec["dim"]
+    ('slr_spiked_L3_nu2_delta0.0001-D100_alpha1.2_seed0', 'nuts_long', 200)
+    """
+    from bayesslr.inference.reference import load_inference_reference
+
+    ds = load_inference_reference()
+    if ds is None:
+        return []
+    rows = []
+    for i in range(ds.sizes["task"]):
+        r = ds.isel(task=i)
+        D = int(r["D"])
+        rec = {"name": target_name(str(r["variant"].values), str(r["L"].values),
+                                   float(r["nu"]), float(r["delta"]), D, float(r["alpha"]),
+                                   int(r["seed"])),
+               "variant": str(r["variant"].values), "L": str(r["L"].values),
+               "nu": float(r["nu"]), "delta": float(r["delta"]), "D": D,
+               "alpha": float(r["alpha"]), "seed": int(r["seed"]), "N": int(r["N"]),
+               "dim": 2 * D, "n_test": int(r["n_test"]), "reference": "nuts_long",
+               "bayes_error": float(r["test_error"]), "bayes_error_stderr": float(r["stderr"]),
+               "excess_over_oracle": float(r["excess_over_oracle"]),
+               "excess_over_oracle_stderr": float(r["excess_over_oracle_stderr"]),
+               "checks_passed": bool(r["checks_passed"]), "r_hat_max": float(r["r_hat_max"]),
+               "ess_bulk_min": float(r["ess_bulk_min"]),
+               "ess_tail_min": float(r["ess_tail_min"]),
+               "divergences": int(r["divergences"]), "grad_evals": int(r["grad_evals"]),
+               "checks": str(r["checks"].values)}
+        rows.append(rec)
+    return sorted(rows, key=lambda rec: rec["name"])
 
 
 def parse_name(name: str) -> dict[str, Any]:
@@ -229,7 +279,7 @@ class Target:
         reference's R-hat and ESS checks; None for the state evolution).
         """
         from bayesslr.core.metrics import test_errors
-        from bayesslr.inference import ground_truth as ref
+        from bayesslr.inference import reference as ref
 
         task, L = self.task, self.task.length.label()
         look = ref.lookup(task, self.alpha, self.seed, self.n_test)
@@ -249,7 +299,7 @@ class Target:
                 "paired": look.get("y_hat") is not None}
 
     def _lookup(self) -> dict[str, Any] | None:
-        from bayesslr.inference import ground_truth as ref
+        from bayesslr.inference import reference as ref
 
         return ref.lookup(self.task, self.alpha, self.seed, self.n_test)
 

@@ -7,7 +7,7 @@ budget (1e5 by default) from an uninformed start, the draws are scored on 4000 f
 inputs of the seed (the suite's data contract) against a reference *on the same inputs*,
 paired:
 
-* the stored long-NUTS reference (:mod:`bayesslr.inference.ground_truth`) where the task is stored
+* the stored long-NUTS reference (:mod:`bayesslr.inference.reference`) where the task is stored
   (``D = 50, 100``);
 * elsewhere GAMP from the uninformed start on the same training data (docs/amp.md), whose
   posterior-mean predictions on the same test inputs are the reference. Where both exist the
@@ -15,7 +15,7 @@ paired:
   reference at the smallest sizes;
 * where GAMP did not converge (it blows up on some seeds at ``alpha = 5``, ``D = 100-200``) and
   no stored reference exists, a NUTS reference made here (``nutsref``): the stored reference's
-  teacher-start chains, settings and keys (:func:`bayesslr.inference.ground_truth.teacher_chains`;
+  teacher-start chains, settings and keys (:func:`bayesslr.ground_truth.teacher_chains`;
   4 chains x 2000 draws), its checks recorded (R-hat, bulk ESS, divergences). It is run up to
   ``N D <= --nutsref-max-nd`` (2e5 by default, ``D = 200`` at ``alpha = 5``: minutes a run;
   ``D = 400`` costs 4 to 16 times more); beyond that a cell keeps no reference, its algorithms
@@ -30,12 +30,14 @@ predictions of GAMP, of the NUTS references and of every algorithm go to
 ``--work/yhat/*.npy``, 32 kB each, not meant for version control);
 ``table`` collects them into the fraction of seeds that reach the reference, with its
 binomial standard error, per ``(Delta, D, alpha, algorithm)``, and ``figure`` draws it.
-Start it niced::
+A study, not part of the library: a script of ``benchmarks/studies/`` (it runs the family's
+algorithms through their records, :data:`bayesslr.inference.algorithms.ALGORITHMS`). Start it
+niced::
 
-    nice -n 19 python -m bayesslr.inference.trapping run --work DIR [--only D=25] [--budget 1e5]
-        [--nutsref-max-nd 2e5]
-    python -m bayesslr.inference.trapping table --work DIR
-    python -m bayesslr.inference.trapping figure --work DIR --out map.png
+    nice -n 19 python benchmarks/studies/trapping.py run --work DIR [--only D=25] \
+        [--budget 1e5] [--nutsref-max-nd 2e5]
+    python benchmarks/studies/trapping.py table --work DIR
+    python benchmarks/studies/trapping.py figure --work DIR --out map.png
 """
 
 from __future__ import annotations
@@ -49,8 +51,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from bayesslr.inference.study_cli import selected, study_parser
+from study_cli import selected, study_parser
 
 ALGOS: tuple[str, ...] = ("nuts-random", "smc-prior", "pt-random")
 SETTINGS: dict[float, tuple[float, ...]] = {0.01: (1.2, 2.0, 5.0), 1e-4: (1.2, 2.0, 5.0)}
@@ -145,13 +146,13 @@ def run_nutsref(r: dict[str, Any], work: Path) -> dict[str, Any]:
     """The stored reference's teacher-start NUTS chains (settings, keys) on this cell's data:
     its error on the test inputs, its checks, and its predictions (``yhat/``)."""
     from bayesslr.bayes.model import model_spec
-    from bayesslr.inference.evaluate import predict_draws, score
-    from bayesslr.inference.ground_truth import (
+    from bayesslr.ground_truth import (
         RefSettings,
         reference_checks,
         settings_options,
         teacher_chains,
     )
+    from bayesslr.inference.evaluate import predict_draws, score
 
     task, data = _data(r)
     spec = model_spec(task)
@@ -178,7 +179,7 @@ def run_nutsref(r: dict[str, Any], work: Path) -> dict[str, Any]:
 def run_gamp(r: dict[str, Any], work: Path) -> dict[str, Any]:
     from bayesslr.amp.gamp import GampOptions, gamp, gamp_predict
     from bayesslr.core.task import algorithm_key
-    from bayesslr.inference import ground_truth as ref
+    from bayesslr.inference import reference as ref
     from bayesslr.inference.evaluate import score
 
     task, data = _data(r)
@@ -205,8 +206,9 @@ def run_gamp(r: dict[str, Any], work: Path) -> dict[str, Any]:
 def run_algo(r: dict[str, Any], work: Path) -> dict[str, Any]:
     from bayesslr.bayes.model import model_spec
     from bayesslr.core.task import algorithm_key
-    from bayesslr.inference import ground_truth as ref
     from bayesslr.inference import method as M
+    from bayesslr.inference import reference as ref
+    from bayesslr.inference.algorithms import ALGORITHMS
     from bayesslr.inference.evaluate import score, score_draws_on_data
 
     task, data = _data(r)
@@ -216,7 +218,7 @@ def run_algo(r: dict[str, Any], work: Path) -> dict[str, Any]:
     opts["init"] = start
     kalg = algorithm_key(data.key, "sampler")
     t0 = time.perf_counter()
-    K, V, diag = M.RUNNERS[alg](kalg, alg, spec, data, opts, r["budget"])
+    K, V, diag = ALGORITHMS[alg].run(kalg, alg, spec, data, opts, r["budget"])
     wall = time.perf_counter() - t0
     gamp = json.loads(_gamp_file(work, r).read_text())
     y_gamp = np.load(_yhat_file(work, r))
@@ -436,7 +438,7 @@ def trapping_figure(work: Path):
 
 
 def trapping_main(argv: list[str] | None = None) -> int:
-    ap, sub = study_parser("python -m bayesslr.inference.trapping",
+    ap, sub = study_parser("python benchmarks/studies/trapping.py",
                            {"run": "run the map (resumable)",
                             "table": "the reach fractions as CSV on stdout",
                             "figure": "draw the map"}, only=("run",))

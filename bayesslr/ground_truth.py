@@ -1,4 +1,7 @@
-"""Ground truth of the inference benchmark: the Bayes-optimal test error of each task.
+"""The builder of the inference benchmark's ground truth: the Bayes-optimal test error of each
+task, measured and stored as data (``bayesslr/data/inference_reference.nc``, read by
+:mod:`bayesslr.inference.reference`; the builder lives apart from the data it makes, as
+Inference Gym's tools apart from its ``targets/ground_truth``).
 
 Two sources (docs/theory.md, docs/model.md §6):
 
@@ -24,23 +27,22 @@ Two sources (docs/theory.md, docs/model.md §6):
 The shipped dataset is ``bayesslr/data/inference_reference.nc`` (package data): one row per task
 (dimension ``task``), the reference predictions (dimension ``test``), the state-evolution values
 per setting and ``alpha`` (dimension ``theory``), and provenance attrs (settings, seeds, sizes,
-code revision, when). Build or extend it with::
+code revision, when). Build or extend it with the study script (the library has no command
+line of its own here)::
 
-    nice -n 10 python -m bayesslr.inference.ground_truth build --work DIR [--only D=100]
-    python -m bayesslr.inference.ground_truth assemble --work DIR --out bayesslr/data/...
+    nice -n 10 python benchmarks/studies/ground_truth.py build --work DIR [--only D=100]
+    python benchmarks/studies/ground_truth.py assemble --work DIR --out bayesslr/data/...
 
-``build`` is resumable: each task is written to ``DIR`` as it finishes and skipped when present.
+:func:`build` is resumable: each task is written to ``DIR`` as it finishes and skipped when
+present.
 """
 
 from __future__ import annotations
 
-import functools
-import importlib.resources
 import io
 import json
 import math
 import os
-import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -52,15 +54,13 @@ import numpy as np
 from bayesslr.bayes import arviz_adapter
 from bayesslr.bayes.model import model_spec
 from bayesslr.bayes.sampler import SamplerOptions, init_params, run_nuts
-from bayesslr.core.files import write_bytes_atomic, write_text_atomic
+from bayesslr.core.files import write_bytes_atomic, write_json_atomic, write_text_atomic
 from bayesslr.core.provenance import git_revision
 from bayesslr.core.task import ConfigError, TaskConfig, make_task
 from bayesslr.core.thresholds import CONVERGENCE, num
 from bayesslr.inference.evaluate import per_input_errors, predict_draws, task_data
-from bayesslr.inference.study_cli import selected, study_parser
+from bayesslr.inference.reference import state_evolution_point
 
-REFERENCE_FILE = "inference_reference.nc"
-REFERENCE_MAX_D = 200
 # thresholds of the reference's own checks (documented in docs/inference.md)
 REF_RHAT_MAX = CONVERGENCE["reference"].r_hat_max  # bayesslr.core.thresholds: why
 REF_ESS_MIN = CONVERGENCE["reference"].ess_min
@@ -241,33 +241,16 @@ def build_task(t: RefTask, settings: RefSettings) -> dict[str, Any]:
     }
 
 
-def build_theory(point: tuple[str, str, float, float, float]) -> dict[str, Any]:
-    """The state evolution at one setting and ``alpha`` (both starts; docs/theory.md)."""
-    from bayesslr.theory.bayes import BayesTheoryOptions, compare_branches, solve_bayes
-
-    variant, L, nu, delta, alpha = point
-    task = make_task(variant, L=L, nu=nu, delta=delta, D=1)
-    opt = BayesTheoryOptions(seed=0)
-    inf = solve_bayes(task, alpha, opt, start="informed")
-    unf = solve_bayes(task, alpha, opt, start="uninformed")
-    p = compare_branches(alpha, inf, unf)
-    return {"variant": variant, "L": L, "nu": nu, "delta": delta, "alpha": alpha,
-            "test_error": p.best.test_error, "stderr": p.best.stderr,
-            "test_error_uninformed": unf.test_error, "test_error_informed": inf.test_error,
-            "branches_differ": p.branches_differ, "hard_phase": p.hard_phase,
-            "converged": bool(p.best.converged), "samples": opt.samples}
-
-
 def build(work: Path, tasks: list[RefTask], settings: RefSettings, *,
           theory: bool = True) -> None:
     """Resumable build: each task (and the theory table) is a JSON file in ``work``."""
     work.mkdir(parents=True, exist_ok=True)
     meta = work / "settings.json"
     if not meta.exists():
-        meta.write_text(json.dumps({"settings": asdict(settings), "started": time.strftime(
-            "%Y-%m-%dT%H:%M:%S"), "git_revision": git_revision()}))
+        write_json_atomic({"settings": asdict(settings), "started": time.strftime(
+            "%Y-%m-%dT%H:%M:%S"), "git_revision": git_revision()}, meta)
     if theory and not (work / "theory.json").exists():
-        rows = [build_theory(p) for p in THEORY_POINTS]
+        rows = [state_evolution_point(p) for p in THEORY_POINTS]
         write_text_atomic(json.dumps(rows), work / "theory.json")
         print(f"theory: {len(rows)} points", flush=True)
     for t in tasks:
@@ -325,103 +308,3 @@ def assemble_ground_truth(work: Path, out: Path) -> Path:
     ds.to_netcdf(buf, engine="h5netcdf", encoding=enc)
     write_bytes_atomic(buf.getbuffer(), out)
     return out
-
-
-# ------------------------------------------------------------------------------------------
-# lookup
-# ------------------------------------------------------------------------------------------
-@functools.lru_cache(maxsize=1)
-def load_inference_reference(path: str | None = None):
-    """The reference dataset (the packaged one unless ``path``), loaded in memory, or None."""
-    import xarray as xr
-
-    if path is None:
-        res = importlib.resources.files("bayesslr") / "data" / REFERENCE_FILE
-        if not res.is_file():
-            return None
-        with importlib.resources.as_file(res) as p, xr.open_dataset(p, engine="h5netcdf") as ds:
-            return ds.load()
-    with xr.open_dataset(path, engine="h5netcdf") as ds:
-        return ds.load()
-
-
-def _match(ds, prefix: str, dim: str, **want) -> int | None:
-    if ds is None or dim not in ds.dims:
-        return None
-    ok = np.ones(ds.sizes[dim], bool)
-    for k, v in want.items():
-        col = ds[f"{prefix}{k}"].values
-        if isinstance(v, str):
-            ok &= np.asarray([str(c) == v for c in col])
-        else:
-            ok &= np.isclose(col.astype(float), float(v), rtol=1e-9, atol=0.0)
-    idx = np.flatnonzero(ok)
-    return int(idx[0]) if idx.size else None
-
-
-@functools.lru_cache(maxsize=64)
-def theory_reference(variant: str, L: str, nu: float, delta: float, alpha: float,
-                     solve: bool = True) -> dict[str, Any] | None:
-    """State-evolution reference at one setting and ``alpha``: stored, or solved now (unless
-    ``solve`` is false: then None)."""
-    ds = load_inference_reference()
-    i = _match(ds, "theory_", "theory", variant=variant, L=L, nu=nu, delta=delta, alpha=alpha)
-    if i is not None:
-        row = {k[7:]: ds[k].values[i].item() for k in ds.data_vars if k.startswith("theory_")}
-    elif not solve:
-        return None
-    else:
-        row = build_theory((variant, L, float(nu), float(delta), float(alpha)))
-    return {"test_error": row["test_error"], "stderr": row["stderr"],
-            "source": "state_evolution", "hard_phase": bool(row["hard_phase"]),
-            "branches_differ": bool(row["branches_differ"])}
-
-
-def lookup(task: TaskConfig, alpha: float, seed: int, n_test: int, *,
-           theory: bool = True, solve: bool = True) -> dict[str, Any] | None:
-    """The reference of a cell: the stored long-NUTS one of this very task when there is one
-    (with its test-set predictions when ``n_test`` matches), else the state evolution
-    (``theory``; solved now when not stored, unless ``solve`` is false), else None."""
-    ds = load_inference_reference()
-    L = task.length.label()
-    if task.D <= REFERENCE_MAX_D:
-        i = _match(ds, "", "task", variant=task.variant, L=L, nu=task.nu, delta=task.delta,
-                   D=task.D, alpha=alpha, seed=seed)
-        if i is not None:
-            row = ds.isel(task=i)
-            same = int(row["n_test"]) == int(n_test)
-            return {"test_error": float(row["test_error"]), "stderr": float(row["stderr"]),
-                    "source": "nuts_long", "checks_passed": bool(row["checks_passed"]),
-                    "y_hat": (row["y_hat"].values[:n_test] if same else None)}
-    if not theory or math.isinf(task.nu):
-        return None
-    return theory_reference(task.variant, L, float(task.nu), float(task.delta), float(alpha),
-                            solve)
-
-
-# ------------------------------------------------------------------------------------------
-# command line
-# ------------------------------------------------------------------------------------------
-def reference_main(argv: list[str] | None = None) -> int:
-    ap, sub = study_parser("python -m bayesslr.inference.ground_truth",
-                           {"build": "run the reference chains (resumable)",
-                            "assemble": "collect finished tasks into the netCDF dataset"},
-                           only=("build",))
-    sub["build"].add_argument("--no-theory", action="store_true")
-    sub["assemble"].add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1]
-                                 / "data" / REFERENCE_FILE)
-    args = ap.parse_args(argv)
-    from bayesslr.core.jaxconfig import configure_jax
-
-    configure_jax()  # the persistent compilation cache, as the bayesslr command sets it up
-    if args.cmd == "build":
-        build(args.work, [t for t in preset_tasks() if selected(asdict(t), args.only)],
-              RefSettings(),
-              theory=not args.no_theory)
-    else:
-        print(assemble_ground_truth(args.work, args.out))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(reference_main())

@@ -57,14 +57,14 @@ def entry(target: Any, draws: dict[str, Any], *, name: str, cost: float,
     Examples
     --------
     >>> import jax, bayesslr as bs
-    >>> from bayesslr.inference import entry
+    >>> from bayesslr.posteriors import entry
     >>> t = bs.target("slr_spiked_L3_nu2_delta0.01-D50_alpha5_seed0")
     >>> rec = entry(t, t.init(jax.random.key(0), 64), name="prior_draws", cost=0)
     >>> rec["cell"]["method"], rec["result"]["reaches_reference"]
     ('entry:prior_draws', False)
     """
-    from bayesslr.inference.targets import score_draws
-    from bayesslr.inference.targets import target as make_target
+    from bayesslr.posteriors.target import score_draws
+    from bayesslr.posteriors.target import target as make_target
 
     name = str(name)
     if not _NAME_RE.match(name):

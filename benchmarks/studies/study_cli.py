@@ -1,9 +1,9 @@
-"""The command line of the family's resumable studies over a work directory.
+"""The command line of the inference family's resumable studies over a work directory.
 
-``python -m bayesslr.inference.ground_truth`` (the stored reference) and
-``python -m bayesslr.inference.trapping`` (the trapping map) each have subcommands that read or
+``python benchmarks/studies/ground_truth.py`` (the stored reference) and
+``python benchmarks/studies/trapping.py`` (the trapping map) each have subcommands that read or
 write ``--work DIR``, and select their runs with repeatable ``--only field=value`` filters;
-both are built here.
+both are built here (the library itself has no command line but ``bayesslr``).
 """
 
 from __future__ import annotations
