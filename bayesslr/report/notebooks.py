@@ -9,6 +9,14 @@ file with every figure embedded as a ``data:`` image and no script loaded from t
 the file opens in any browser, offline. An ``index.html`` lists the notebooks with the verdict
 lines each printed.
 
+Interrupts: SIGINT and SIGTERM stop the report at the next safe point with
+:class:`~bayesslr.sweep.executors.SweepInterrupted` (the CLI: one line, exit 130/143). While a
+kernel runs, the signal cancels the execution in the event loop of this (main) thread; the
+kernel is then killed (``shutdown_kernel(now=True)``: its whole process group), its channels
+are stopped and its connection file removed, before the exception leaves :func:`execute`.
+The notebooks already written stay; the one in flight is not written (every file is written
+whole or not at all, :mod:`bayesslr.report.output`), and nor is the index.
+
 The execution stack (jupytext, nbclient, ipykernel, nbconvert) is the optional extra
 ``notebooks``; without it :func:`write_notebooks` raises a :class:`~bayesslr.core.task.ConfigError`
 naming the extra (the CLI prints it on one line and exits 2).
@@ -16,10 +24,13 @@ naming the extra (the CLI prints it on one line and exits 2).
 
 from __future__ import annotations
 
+import asyncio
 import html
 import importlib.util
 import os
 import re
+import signal
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -28,6 +39,12 @@ from typing import Any
 
 from bayesslr.core.task import ConfigError
 from bayesslr.report.output import prepare_out, save_text
+from bayesslr.sweep.executors import (
+    STOP_SIGNALS,
+    StopFlag,
+    SweepInterrupted,
+    interrupt_on_signals,
+)
 
 EXTRA = "notebooks"
 # import name -> distribution name, of what the extra installs
@@ -188,9 +205,15 @@ def kernel_env(results: str | Path | None = None) -> dict[str, str]:
 
 
 def execute(path: str | Path, results: str | Path, *, cwd: str | Path | None = None,
-            timeout: int = 900, kernel: str = "python3") -> tuple[Any, str]:
+            timeout: int = 900, kernel: str = "python3",
+            stop: StopFlag | None = None) -> tuple[Any, str]:
     """Run one notebook on ``results``; returns ``(executed notebook, error)`` with ``error``
-    the first line of a failing cell's error (``""`` when every cell ran)."""
+    the first line of a failing cell's error (``""`` when every cell ran).
+
+    ``stop`` (from :func:`~bayesslr.sweep.executors.interrupt_on_signals`): while the kernel
+    runs, SIGINT and SIGTERM set it and cancel the execution (main thread only); the kernel is
+    killed and :class:`~bayesslr.sweep.executors.SweepInterrupted` raised. Without ``stop``,
+    a ``KeyboardInterrupt`` still kills the kernel before it propagates."""
     check_extra()
     import jupytext
     from nbclient import NotebookClient
@@ -199,18 +222,104 @@ def execute(path: str | Path, results: str | Path, *, cwd: str | Path | None = N
     nb = jupytext.read(str(path))
     inject_parameters(nb, Path(results).resolve() if results else results)
     nb.metadata["title"] = _title(nb, Path(path).stem)
+    if stop is not None:
+        stop.check(f"before notebook {Path(path).stem}")
     client = NotebookClient(nb, timeout=timeout, kernel_name=kernel,
                             resources={"metadata": {"path": str(cwd or Path.cwd())}},
                             extra_arguments=["--IPKernelApp.log_level=ERROR"])
     error = ""
     try:
-        client.execute(env=kernel_env(results))
+        _run_in_own_loop(_execute_owned(client, kernel_env(results)), stop)
     except (CellExecutionError, DeadKernelError, TimeoutError, RuntimeError) as exc:
+        if stop is not None:  # a cell that failed because its kernel was killed for a signal
+            stop.check(f"notebook {Path(path).stem}: its kernel stopped")
         lines = [ln for ln in str(exc).splitlines() if ln.strip()]
         error = next((ln for ln in reversed(lines) if "Error" in ln), lines[-1] if lines
                      else type(exc).__name__)
         error = re.sub(r"\x1b\[[0-9;]*m", "", error).strip()
     return nb, error
+
+
+async def _execute_owned(client: Any, env: dict[str, str]) -> None:
+    """nbclient's ``async_execute`` with the kernel's life held here: started, every cell run,
+    and always shut down (killed at once when the run did not finish: a cancellation, an
+    error) with its channels stopped. nbclient's own ``async_setup_kernel`` is not used: it
+    replaces this process's SIGINT/SIGTERM handlers with one that shuts the kernel down behind
+    the running cell (a 95-line traceback: issue 40, case 8) and resets them to the defaults
+    when it leaves."""
+    from jupyter_core.utils import ensure_async
+
+    client.reset_execution_trackers()
+    client.km = client.create_kernel_manager()
+    finished = False
+    try:
+        await client.async_start_new_kernel(env=env)
+        await client.async_start_new_kernel_client()
+        info = await client.async_wait_for_reply(await ensure_async(client.kc.kernel_info()))
+        if info is not None and "language_info" in info["content"]:
+            client.nb.metadata["language_info"] = info["content"]["language_info"]
+        for index, cell in enumerate(client.nb.cells):
+            await client.async_execute_cell(cell, index,
+                                            execution_count=client.code_cells_executed + 1)
+        client.set_widgets_metadata()
+        finished = True
+    finally:
+        km, kc = client.km, client.kc
+        client.km = client.kc = None
+        try:
+            if km.has_kernel:
+                await ensure_async(km.shutdown_kernel(now=not finished))
+        finally:
+            await ensure_async(km.cleanup_resources())
+            if kc is not None:
+                await ensure_async(kc.stop_channels())
+
+
+def _run_in_own_loop(coro: Any, stop: StopFlag | None) -> None:
+    """Run ``coro`` to its end in a fresh event loop, closed afterwards (no task, socket or
+    generator outlives it). In the main thread with a ``stop`` flag, SIGINT and SIGTERM (unless
+    ignored) are caught by the loop meanwhile: the first sets ``stop`` and cancels ``coro``,
+    whose ``finally`` then shuts its kernel down undisturbed (a later signal is only noted);
+    the handlers the caller had are put back afterwards."""
+    loop = asyncio.new_event_loop()
+    main = loop.create_task(coro)
+    caught: dict[int, Any] = {}
+    if stop is not None and threading.current_thread() is threading.main_thread():
+        def on_signal(signum: int) -> None:
+            first = not stop
+            stop.set(signum)
+            if first:
+                main.cancel()
+
+        for s in STOP_SIGNALS:
+            old = signal.getsignal(s)
+            if old is not signal.SIG_IGN:
+                caught[s] = old
+                loop.add_signal_handler(s, on_signal, int(s))
+    if stop:  # arrived before the loop caught the signals: never start the kernel
+        main.cancel()
+    try:
+        loop.run_until_complete(main)
+    except asyncio.CancelledError:
+        if stop is None or not stop:
+            raise
+    finally:
+        for s, old in caught.items():
+            loop.remove_signal_handler(s)
+            signal.signal(s, old if old is not None else signal.SIG_DFL)
+        try:
+            rest = [t for t in asyncio.all_tasks(loop) if not t.done()]
+            for t in rest:  # nbclient's kernel-alive poll outlives a cancelled cell,
+                t.cancel()
+            # and a KeyboardInterrupt (no ``stop``) leaves ``coro`` itself to kill its kernel
+            if rest:
+                loop.run_until_complete(asyncio.gather(*rest, return_exceptions=True))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.run_until_complete(loop.shutdown_default_executor())
+        finally:
+            loop.close()
+    if stop is not None:
+        stop.check("a notebook's kernel stopped")
 
 
 def to_html(nb: Any) -> str:
@@ -271,24 +380,39 @@ def write_notebooks(results: str | Path, out: str | Path | None = None, *,
         raise ConfigError(f"no jupytext notebook found in {notebook_dir()}")
     tree = load_results(res)
     out_dir = prepare_out(out_dir)
-    runs = []
-    for p in paths:
-        why = missing_data(p.stem, tree)
-        if why:
-            runs.append(NotebookRun(p.stem, p, title=p.stem, skipped=why))
-            continue
-        t0 = time.perf_counter()
-        nb, error = execute(p, res, cwd=out_dir, timeout=timeout)
-        run = NotebookRun(p.stem, p, error=error, title=nb.metadata.get("title", p.stem))
-        run.seconds = time.perf_counter() - t0
-        run.verdicts = [m.group(0) for m in VERDICT.finditer(_texts(nb))]
-        run.images = _images(nb)
-        html_path = out_dir / f"{p.stem}.html"
-        save_text(to_html(nb), html_path)
-        run.html = html_path
-        runs.append(run)
-    save_text(index_html(res, runs), out_dir / "index.html")
+    runs: list[NotebookRun] = []
+    with interrupt_on_signals() as stop:
+        for p in paths:
+            stop.check(_written(runs))
+            why = missing_data(p.stem, tree)
+            if why:
+                runs.append(NotebookRun(p.stem, p, title=p.stem, skipped=why))
+                continue
+            t0 = time.perf_counter()
+            try:
+                nb, error = execute(p, res, cwd=out_dir, timeout=timeout, stop=stop)
+            except SweepInterrupted as exc:  # its kernel is gone; say what was kept
+                raise SweepInterrupted(exc.signum, f"notebook {p.stem} stopped, not "
+                                       "written; " + _written(runs)) from None
+            run = NotebookRun(p.stem, p, error=error, title=nb.metadata.get("title", p.stem))
+            run.seconds = time.perf_counter() - t0
+            run.verdicts = [m.group(0) for m in VERDICT.finditer(_texts(nb))]
+            run.images = _images(nb)
+            page = to_html(nb)
+            stop.check(f"notebook {p.stem} not written; " + _written(runs))
+            html_path = out_dir / f"{p.stem}.html"
+            save_text(page, html_path)  # whole or not at all; a signal meanwhile waits
+            run.html = html_path
+            runs.append(run)
+        stop.check("index.html not written; " + _written(runs))
+        save_text(index_html(res, runs), out_dir / "index.html")
     return runs
+
+
+def _written(runs: Sequence[NotebookRun]) -> str:
+    """What an interrupted report kept, in words (for its one line)."""
+    done = [r.name for r in runs if r.html is not None]
+    return (f"written: {', '.join(done)}" if done else "no notebook written")
 
 
 _STATUS_COLOR = {"holds": "#1a7f37", "does not hold": "#b42318", "not enough data": "#8a6d00"}
