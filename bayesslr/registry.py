@@ -366,6 +366,13 @@ class ReportRole:
     trajectories : bool
         Its cells are optimiser trajectories (``step`` outputs named ``trajectory_<overlap>``)
         drawn in the gradient-dynamics figure and read by its verdict.
+    reference : callable, optional
+        ``reference(variant, L, nu, delta, D, alpha, seed) -> dict or None``: the stored
+        Bayes-optimal reference of a task (``test_error``, ``stderr``, ``source``), nothing
+        computed; the leaderboard scores the families without draws of their own against it.
+    reference_data : callable, optional
+        ``reference_data() -> xarray.Dataset or None``: the stored reference itself (one row
+        per task with its checks), the leaderboard's table of references.
     """
 
     finite_sample: int | None = None
@@ -373,11 +380,23 @@ class ReportRole:
     figures: Mapping[str, Callable[[Any], Any]] = field(default_factory=dict)
     claims: Callable[[Any], list[Any]] | None = None
     trajectories: bool = False
+    reference: Callable[..., Mapping[str, Any] | None] | None = None
+    reference_data: Callable[[], Any] | None = None
 
 
 def trajectory_families() -> tuple[str, ...]:
     """Families whose report role declares ``trajectories``."""
     return tuple(f for f, s in families().items() if s.report.trajectories)
+
+
+def checkpoint_dirs() -> tuple[Checkpoints, ...]:
+    """The :class:`Checkpoints` of every registered family (built-in ones loaded), each
+    directory once."""
+    seen: dict[str, Checkpoints] = {}
+    for spec in families().values():
+        if spec.checkpoints is not None:
+            seen.setdefault(spec.checkpoints.directory, spec.checkpoints)
+    return tuple(seen.values())
 
 
 def report_order(role: str) -> tuple[str, ...]:
@@ -419,6 +438,48 @@ class Prerequisites:
     what: str
     pending: Callable[[Sequence[Cell]], Mapping[Hashable, Cell]]
     waits_on: Callable[[Cell], Hashable | None] | None = None
+
+
+@dataclass(frozen=True)
+class Checkpoints:
+    """Resumable state a family keeps beyond its cell files (the replica theory's
+    continuation paths, point by point).
+
+    ``bayesslr run --out OUT`` keeps it in ``OUT/<directory>`` (a directory of the run, never
+    a link) by setting the environment variable ``env`` while it runs, unless the user set it;
+    the family's code reads the variable.
+
+    Attributes
+    ----------
+    directory : str
+        Its directory under the results directory.
+    env : str
+        The environment variable that tells the family's code where.
+    """
+
+    directory: str
+    env: str
+
+
+@dataclass(frozen=True)
+class Recompute:
+    """A rule of a family by which a stored cell of its current code version is recomputed
+    when a sweep resumes (a flaw found after the cells were written, in cells whose other
+    numbers are bit for bit those of the current code).
+
+    Attributes
+    ----------
+    test : callable
+        ``test(cell, outputs) -> bool`` on a stored finished cell: whether the rule applies.
+    what : str
+        What the cells are, in words (``"theory"``: the resume says ``3 theory cells ...``).
+    why : str
+        What is wrong with them, one phrase (the resume's line).
+    """
+
+    test: Callable[[Cell, Mapping[str, Any]], bool]
+    what: str
+    why: str
 
 
 def _no_cost(cell: Cell, opts: Options) -> float:
@@ -479,6 +540,10 @@ class MethodSpec:
         Work of other families its cells read: the cost estimate counts it once.
     report : ReportRole
         Its place in the report.
+    checkpoints : Checkpoints, optional
+        Resumable state of its own, kept in the results directory by ``bayesslr run``.
+    recompute : Recompute, optional
+        A rule by which stored cells of its current version are still recomputed.
     """
 
     family: str
@@ -500,6 +565,8 @@ class MethodSpec:
     cli: CliFace | None = None
     prerequisites: Prerequisites | None = None
     report: ReportRole = ReportRole()
+    checkpoints: Checkpoints | None = None
+    recompute: Recompute | None = None
 
     @property
     def face(self) -> CliFace:
@@ -544,7 +611,8 @@ def register(family: str, *, schema: Schema | None = None, activations: tuple[st
              dims: tuple[str, ...] | None = None, batch: BatchFn | None = None,
              batch_key: BatchKeyFn | None = None, cli: CliFace | None = None,
              prerequisites: Prerequisites | None = None,
-             report: ReportRole | None = None) -> Callable[[MethodFn], MethodFn]:
+             report: ReportRole | None = None, checkpoints: Checkpoints | None = None,
+             recompute: Recompute | None = None) -> Callable[[MethodFn], MethodFn]:
     """Decorator registering ``fn(cell, opts)`` as the method family ``family``."""
     if (batch is None) != (batch_key is None):
         raise ValueError(f"family {family!r}: give both batch and batch_key, or neither")
@@ -558,7 +626,8 @@ def register(family: str, *, schema: Schema | None = None, activations: tuple[st
             schema.renamed(family) if schema is not None else Schema(family),
             tuple(outputs), cost or _no_cost, memory or _no_memory, check,
             plot or PlotStyle(), str(version), batch=batch, batch_key=batch_key, cli=cli,
-            prerequisites=prerequisites, report=report or ReportRole(), **kw)
+            prerequisites=prerequisites, report=report or ReportRole(),
+            checkpoints=checkpoints, recompute=recompute, **kw)
         return fn
 
     return deco

@@ -1,17 +1,22 @@
 """The package's floors (docs/architecture.md): each floor imports only the floors below it,
 core -> registry -> families -> results -> sweep -> report -> cli, so there is no import
-circle. Every ``import`` of ``bayesslr`` modules is read with :mod:`ast`, those inside
-functions too (a lazy import is still a dependency)."""
+circle; and the generic layers (core, registry, results, sweep, report, the command line)
+import no family package: they reach a family only through its registry entry. Every
+``import`` of ``bayesslr`` modules is read with :mod:`ast`, those inside functions too (a lazy
+import is still a dependency)."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
+import pytest
+
 PACKAGE = Path(__file__).resolve().parent.parent / "bayesslr"
 FAMILIES = ("population", "bayes", "erm", "theory", "amp", "inference", "multihead")
 FLOORS: dict[str, int] = {"core": 0, "registry": 1, **dict.fromkeys(FAMILIES, 2),
                           "results": 3, "export": 3, "posteriors": 3, "ground_truth": 3,
+                          "leaderboard": 3,
                           "sweep": 4, "report": 5, "commands": 6,
                           "cli": 6, "__main__": 6}
 
@@ -25,10 +30,16 @@ def floor_of(module: str) -> tuple[str, int] | None:
     return room, FLOORS[room]
 
 
-def imports_of(path: Path) -> list[tuple[str, int]]:
-    """Every ``bayesslr`` module imported in ``path``, with the line."""
+def module_of(path: Path) -> str:
+    """``.../bayesslr/erm/method.py`` -> ``bayesslr.erm.method``."""
+    return ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+
+
+def imports_of(path: Path, here: str | None = None) -> list[tuple[str, int]]:
+    """Every ``bayesslr`` module imported in ``path`` (the module ``here``, by default the
+    one at that path in the package), with the line."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    here = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    here = here if here is not None else module_of(path)
     out = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -45,6 +56,47 @@ def imports_of(path: Path) -> list[tuple[str, int]]:
                         PACKAGE / Path(*f"{name}.{a.name}".split(".")[1:])).with_suffix(
                         ".py").exists()]
     return [(n, line) for n, line in out if n.startswith("bayesslr")]
+
+
+# the layers that must name no family: they read the registry (MethodSpec, ReportRole,
+# Checkpoints, Recompute, Prerequisites) instead. Floor 3 beside them holds the public APIs
+# built on families (export, posteriors, ground_truth), which the command line may call.
+GENERIC = ("core", "registry", "results", "sweep", "report", "commands", "cli", "__main__")
+
+
+def family_imports(path: Path, here: str | None = None) -> list[str]:
+    """The imports of a family package (a floor-2 room) in the module ``here`` at ``path``
+    when that module belongs to a generic layer; empty otherwise."""
+    here = here if here is not None else module_of(path)
+    mine = floor_of(here.removesuffix(".__init__"))
+    if mine is None or mine[0] not in GENERIC:
+        return []
+    out = []
+    for name, line in imports_of(path, here):
+        theirs = floor_of(name)
+        if theirs is not None and theirs[1] == 2:
+            out.append(f"{here}:{line} ({mine[0]}) imports {name}")
+    return out
+
+
+def test_generic_layers_import_no_family_package():
+    bad = [b for path in sorted(PACKAGE.rglob("*.py")) for b in family_imports(path)]
+    assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize("room", ["sweep.runner", "report.figures.x", "commands.x", "cli",
+                                  "results.load", "core.files"])
+def test_the_generic_rule_catches_a_family_import(tmp_path, room):
+    """The rule above fails on a lazy import of a family module from a generic layer, and
+    lets registry and floor-3 imports through."""
+    f = tmp_path / "m.py"
+    f.write_text("from bayesslr.registry import families\n"
+                 "from bayesslr.posteriors.target import target\n"
+                 "def f():\n    from bayesslr.theory.checkpoint import CHECKPOINT_ENV\n")
+    bad = family_imports(f, f"bayesslr.{room}")
+    assert bad == [f"bayesslr.{room}:4 ({room.split('.')[0]}) imports "
+                   "bayesslr.theory.checkpoint"]
+    assert family_imports(f, "bayesslr.export.x") == []  # floor 3, not a generic layer
 
 
 def test_every_module_is_on_a_floor():

@@ -31,18 +31,12 @@ import numpy as np
 import pytest
 import xarray as xr
 
+from bayesslr.core.files import HOST, STALE_TMP_SECONDS, temporary_path
 from bayesslr.core.task import ConfigError, LengthLaw
 from bayesslr.sweep.config import cell_key, load_config, parse_config
 from bayesslr.sweep.dataset import comparable
 from bayesslr.sweep.runner import run_sweep
-from bayesslr.sweep.storage import (
-    _HOST,
-    LOCK_NAME,
-    STALE_TMP_SECONDS,
-    ResultStore,
-    _tmp_path,
-    read_cell_file,
-)
+from bayesslr.sweep.storage import LOCK_NAME, ResultStore, read_cell_file
 from conftest import REPO, run_cli
 
 pytestmark = pytest.mark.usefixtures("plugin")  # the test family (conftest.py)
@@ -124,22 +118,22 @@ def test_temporary_files_are_unique_and_only_dead_writers_are_removed(tmp_path):
     with store.lock():
         store.prepare(cfg)
     target = store.cell_path(cfg.cells[0])
-    a, b = _tmp_path(target), _tmp_path(target)
-    assert a != b and f".{_HOST}.{os.getpid()}." in a.name and not a.exists()
+    a, b = temporary_path(target), temporary_path(target)
+    assert a != b and f".{HOST}.{os.getpid()}." in a.name and not a.exists()
     dead_pid = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                               capture_output=True, text=True, check=True).stdout.strip()
     old = time.time() - 2 * STALE_TMP_SECONDS
     cells = store.cells_dir
     k = target.name  # a cell file's name: the temporary names made for it are removable
     files = {  # name -> (age, removed?)
-        f".{k}.{_HOST}.{os.getppid()}.00000000000a.tmp": (None, False),  # live writer here
-        f".{k}.{_HOST}.{dead_pid}.00000000000b.tmp": (None, True),  # its writer is gone
+        f".{k}.{HOST}.{os.getppid()}.00000000000a.tmp": (None, False),  # live writer here
+        f".{k}.{HOST}.{dead_pid}.00000000000b.tmp": (None, True),  # its writer is gone
         f".{k}.otherhost.12.00000000000c.tmp": (None, False),  # another host: judged by age
         f".{k}.otherhost.13.00000000000d.tmp": (old, True),
         # issue 40, case 4: names the durable write did not make are nobody's to remove
         f".{k}.abcdefgh.tmp": (None, False),  # an older version's name
         f".{k}.ijklmnop.tmp": (old, False),
-        f".notes.txt.{_HOST}.{dead_pid}.00000000000e.tmp": (old, False),  # not a cell's
+        f".notes.txt.{HOST}.{dead_pid}.00000000000e.tmp": (old, False),  # not a cell's
     }
     for name, (age, _) in files.items():
         (cells / name).write_bytes(b"partial")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from bayesslr.core.files import _HOST, STALE_TMP_SECONDS
+from bayesslr.core.files import HOST, STALE_TMP_SECONDS
 from conftest import run_cli
 
 pytestmark = pytest.mark.usefixtures("plugin")  # the test family (conftest.py)
@@ -176,12 +176,12 @@ def test_only_temporary_files_bayesslr_named_are_removed(swept, tmp_path, capsys
     old = time.time() - 2 * STALE_TMP_SECONDS
     pid = dead_pid()
     key = "0" * 16
-    ours = [swept / "cells" / f".{key}.nc.{_HOST}.{pid}.0123456789ab.tmp",
-            swept / f".dataset.nc.{_HOST}.{pid}.0123456789ab.tmp",
+    ours = [swept / "cells" / f".{key}.nc.{HOST}.{pid}.0123456789ab.tmp",
+            swept / f".dataset.nc.{HOST}.{pid}.0123456789ab.tmp",
             swept / ".config.json.otherhost.12.0123456789ab.tmp"]  # old, another host
     foreign = [swept / ".notes.tmp", swept / "cells" / ".draft.tmp",
-               swept / f".notes.txt.{_HOST}.{pid}.0123456789ab.tmp",  # not a file we write
-               swept / "cells" / f".{key}.nc.{_HOST}.{pid}.xyz.tmp"]  # not our form
+               swept / f".notes.txt.{HOST}.{pid}.0123456789ab.tmp",  # not a file we write
+               swept / "cells" / f".{key}.nc.{HOST}.{pid}.xyz.tmp"]  # not our form
     for p in ours + foreign:
         p.write_text("x")
         os.utime(p, (old, old))
@@ -195,7 +195,7 @@ def test_only_temporary_files_bayesslr_named_are_removed(swept, tmp_path, capsys
     mine = figs / ".thesis.tmp"
     mine.write_text("draft")
     os.utime(mine, (old, old))
-    left = figs / f".verdicts.txt.{_HOST}.{pid}.0123456789ab.tmp"  # a killed report's
+    left = figs / f".verdicts.txt.{HOST}.{pid}.0123456789ab.tmp"  # a killed report's
     left.write_text("half")
     code, _, err = run_cli(["report", str(swept), "--out", str(figs), "--formats", "png"],
                            capsys)

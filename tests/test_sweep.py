@@ -21,11 +21,12 @@ import pytest
 import xarray as xr
 
 from bayesslr.cli import main
+from bayesslr.core.files import HOST
 from bayesslr.core.task import ConfigError
 from bayesslr.sweep.config import cell_key, parse_config
 from bayesslr.sweep.dataset import comparable
 from bayesslr.sweep.runner import run_sweep
-from bayesslr.sweep.storage import _HOST, ResultStore
+from bayesslr.sweep.storage import ResultStore
 from conftest import REPO
 
 pytestmark = pytest.mark.usefixtures("plugin")  # the test family (conftest.py)
@@ -224,7 +225,7 @@ def test_resume_recomputes_only_missing_unreadable_and_failed(tmp_path, plugin):
     store.cell_path(victims[1]).write_bytes(b"garbage")
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True, check=True).stdout.strip()
-    killed = f".{cell_key(victims[2])}.nc.{_HOST}.{dead}.00ff.tmp"  # a killed run's write
+    killed = f".{cell_key(victims[2])}.nc.{HOST}.{dead}.00ff.tmp"  # a killed run's write
     (out / "cells" / killed).write_bytes(b"half a file")
     before = snapshot(out / "cells")
     second = run_sweep(cfg, out, progress=False)

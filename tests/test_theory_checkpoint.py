@@ -188,9 +188,13 @@ def test_a_sweep_keeps_path_checkpoints_in_its_output_directory(tmp_path, monkey
     """While ``run_sweep`` runs cells, the checkpoints of replica curves go to
     ``OUT/theory_paths`` (so a copied run directory resumes its curves on another machine),
     unless ``$BAYESSLR_PATH_CHECKPOINTS`` says otherwise; the variable is restored after."""
+    from bayesslr.registry import get_method
     from bayesslr.sweep.config import parse_config
     from bayesslr.sweep.executors import InProcessExecutor
-    from bayesslr.sweep.runner import PATHS_DIR, run_sweep
+    from bayesslr.sweep.runner import run_sweep
+    from bayesslr.theory.method import PATHS_DIR
+
+    assert get_method("theory_erm:softmax").checkpoints.directory == PATHS_DIR
 
     seen = []
 

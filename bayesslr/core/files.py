@@ -38,7 +38,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-_HOST = re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname())[:40] or "host"
+HOST = re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname())[:40] or "host"
+"""This machine's name as temporary names and lock files carry it (letters, digits, ``-``)."""
 
 
 class StoreError(RuntimeError):
@@ -156,9 +157,19 @@ def env_dir(variable: str, default: Path) -> Path | None:
     return Path(env).expanduser() if env else default
 
 
-def _tmp_path(path: Path) -> Path:
-    """A temporary name next to ``path``, unique to this writer (host, pid, random)."""
-    return path.parent / f".{path.name}.{_HOST}.{os.getpid()}.{secrets.token_hex(6)}.tmp"
+def temporary_path(path: Path) -> Path:
+    """A temporary name next to ``path``, unique to this writer (host, pid, random):
+    ``.NAME.HOST.PID.RANDOM.tmp``, the only form :func:`remove_dead_tmp` ever removes.
+
+    Examples
+    --------
+    >>> from pathlib import Path
+    >>> from bayesslr.core.files import TMP_RE, temporary_path
+    >>> t = temporary_path(Path("out/dataset.nc"))
+    >>> t.parent, TMP_RE.match(t.name)["name"]
+    (PosixPath('out'), 'dataset.nc')
+    """
+    return path.parent / f".{path.name}.{HOST}.{os.getpid()}.{secrets.token_hex(6)}.tmp"
 
 
 TMP_RE = re.compile(r"^\.(?P<name>.+)\.(?P<host>[A-Za-z0-9-]+)\.(?P<pid>\d+)\.[0-9a-f]+\.tmp$")
@@ -180,7 +191,7 @@ def tmp_writer_gone(tmp: Path, *, now: float | None = None) -> bool:
     process of this host that no longer exists, or the file is older than
     :data:`STALE_TMP_SECONDS` (names of other hosts are judged by age)."""
     m = TMP_RE.match(tmp.name)
-    if m and m["host"] == _HOST:
+    if m and m["host"] == HOST:
         pid = int(m["pid"])
         if pid != os.getpid() and not _pid_alive(pid):
             return True
@@ -195,7 +206,7 @@ def remove_dead_tmp(directory: Path, target: str | re.Pattern[str], *,
                     now: float | None = None) -> int:
     """Remove the temporary files left in ``directory`` by dead writers of this layer for the
     target name ``target`` (a name, or a pattern a whole name must match): only names of the
-    exact form :func:`_tmp_path` makes, regular files owned by this user, whose writer is gone
+    exact form :func:`temporary_path` makes, regular files owned by this user, whose writer is gone
     (:func:`tmp_writer_gone`). A hidden ``.tmp`` file of anyone or anything else is left alone.
     Returns how many were removed."""
     now = time.time() if now is None else now
@@ -251,7 +262,7 @@ def write_bytes_atomic(data: bytes | bytearray | memoryview, path: Path) -> None
     removing the temporary file (the previous ``path``, if any, is untouched).
     """
     path = Path(path)
-    tmp = _tmp_path(path)
+    tmp = temporary_path(path)
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
     except OSError as exc:

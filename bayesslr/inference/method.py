@@ -187,7 +187,9 @@ def _cost(cell: Cell, opts: dict[str, Any]) -> float:
                 "against the Bayes-optimal reference (docs/theory.md, docs/model.md §6)",
     outputs=OUTPUTS, cost=_cost, memory=_memory, check=_check,
     plot=PlotStyle(kind="marker", label="{member}", marker="o"), version="1",
-    dims=("variant", "L", "nu", "delta", "alpha", "D"), report=ReportRole(leaderboard=1))
+    dims=("variant", "L", "nu", "delta", "alpha", "D"),
+    report=ReportRole(leaderboard=1, reference=ref.stored_reference,
+                      reference_data=ref.load_inference_reference))
 def inference_cell(cell: Cell, opts: dict[str, Any]) -> dict[str, Any]:
     """One budgeted run of ``cell.member`` on the task of ``cell`` (module docstring).
 

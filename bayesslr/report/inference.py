@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -157,20 +157,33 @@ def _rows_from_dataset(path: Path) -> Iterable[dict[str, Any]]:
             yield _row(cell, rec)
 
 
+def _leaderboard_role(field: str) -> Callable[..., Any] | None:
+    """A hook of the leaderboard's Bayes-optimal reference (``reference`` or
+    ``reference_data``): that of the first leaderboard family whose registry ``ReportRole``
+    has it (the ``inference`` family's); None when none has."""
+    from bayesslr.registry import families
+
+    for fam in leaderboard_families():
+        hook = getattr(families()[fam].report, field)
+        if hook is not None:
+            return hook
+    return None
+
+
 def _with_reference(df: pd.DataFrame) -> pd.DataFrame:
     """Fill ``excess_over_reference`` of families that do not compute it (unpaired)."""
-    from bayesslr.core.task import make_task
-    from bayesslr.inference import reference as ref
-
+    lookup = _leaderboard_role("reference")
     df = df.copy()
     need = df["excess_over_reference"].isna() if "excess_over_reference" in df else (
         pd.Series(True, index=df.index))
+    if lookup is None:
+        return df
     for i in df.index[need]:
         r = df.loc[i]
         if not all(_finite(r[k]) for k in ("alpha", "D", "nu", "delta")) or math.isinf(r["nu"]):
             continue  # no task to look up (population or sqrtND-sized cells, nu = inf)
-        task = make_task(r["variant"], L=r["L"], nu=r["nu"], delta=r["delta"], D=int(r["D"]))
-        look = ref.lookup(task, float(r["alpha"]), int(r["seed"]), -1, solve=False)
+        look = lookup(r["variant"], r["L"], r["nu"], r["delta"], int(r["D"]), float(r["alpha"]),
+                      int(r["seed"]))
         if look is None:
             continue
         df.loc[i, "reference_error"] = look["test_error"]
@@ -410,10 +423,10 @@ def records_from_dir(path: str | Path) -> list[dict[str, Any]]:
 
 
 def reference_table() -> pd.DataFrame:
-    """The stored Bayes-optimal reference tasks (one row each) and their checks."""
-    from bayesslr.inference.reference import load_inference_reference
-
-    ds = load_inference_reference()
+    """The stored Bayes-optimal reference tasks (one row each) and their checks (the
+    ``reference_data`` of a leaderboard family's registry ``ReportRole``)."""
+    load = _leaderboard_role("reference_data")
+    ds = load() if load is not None else None
     if ds is None:
         raise NothingToPlot("the reference dataset is not installed")
     cols = ["variant", "L", "nu", "delta", "D", "alpha", "seed", "test_error", "stderr",

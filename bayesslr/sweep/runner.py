@@ -45,7 +45,6 @@ from bayesslr.sweep.executors import (
 )
 from bayesslr.sweep.progress import SweepProgress
 from bayesslr.sweep.storage import CellRecord, ResultStore, ResumeScan
-from bayesslr.theory.checkpoint import CHECKPOINT_ENV
 
 
 @dataclass(frozen=True)
@@ -90,24 +89,27 @@ def prepare_run(cfg: SweepConfig, out: str | Path, *, force: bool = False) -> Re
     return store
 
 
-PATHS_DIR = "theory_paths"  # checkpoints of replica curves (bayesslr.theory.checkpoint)
-
-
 @contextlib.contextmanager
-def path_checkpoints(directory: Path) -> Iterator[None]:
-    """Keep the checkpoints of replica curves (:mod:`bayesslr.theory.checkpoint`) in the
-    output directory while a sweep runs, unless ``$BAYESSLR_PATH_CHECKPOINTS`` says where:
-    a curve stopped half-way resumes with the run directory, on this machine or on another
-    one it is copied to. Set in this process's environment (cells run in-process, and the
-    workers of a local cluster, started inside, inherit it), and restored afterwards."""
-    if CHECKPOINT_ENV in os.environ:
-        yield
-        return
-    os.environ[CHECKPOINT_ENV] = str(directory)
+def family_checkpoints(out: Path) -> Iterator[None]:
+    """Keep the checkpoints of every family that has them (its registry ``Checkpoints``: the
+    replica theory's continuation paths, :mod:`bayesslr.theory.checkpoint`) in the output
+    directory while a sweep runs, ``OUT/<directory>``, unless the family's variable is set: a
+    solve stopped half-way resumes with the run directory, on this machine or on another one
+    it is copied to. Set in this process's environment (cells run in-process, and the workers
+    of a local cluster, started inside, inherit it; a family's cells may run another's, as
+    ERM's ``lam = "replica"`` runs the theory's), and restored afterwards."""
+    from bayesslr.registry import checkpoint_dirs
+
+    set_here = []
+    for c in checkpoint_dirs():
+        if c.env not in os.environ:
+            os.environ[c.env] = str(Path(out) / c.directory)
+            set_here.append(c.env)
     try:
         yield
     finally:
-        os.environ.pop(CHECKPOINT_ENV, None)
+        for env in set_here:
+            os.environ.pop(env, None)
 
 
 DRAWS_DIR = "draws"  # OUT/draws/<cell key>.nc: the kept draws (run --keep-draws)
@@ -165,7 +167,7 @@ def run_sweep(cfg: SweepConfig, out: str | Path, executor: Executor | None = Non
         reused = len(scan.done)
         todo = scan.todo
         stop.check()
-        with path_checkpoints(store.out / PATHS_DIR):
+        with family_checkpoints(store.out):
             try:
                 if todo:  # a cluster that cannot be reached fails before any write
                     def _open() -> None:

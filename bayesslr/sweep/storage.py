@@ -34,16 +34,16 @@ Guarantees (the ones ``bayesslr run`` documents):
   a file a run writes here (``cells/KEY.nc``, config.json, manifest.json, dataset.nc; the
   exact ``.NAME.HOST.PID.RANDOM.tmp`` form, a regular file of this user): one whose writer is
   a process of this host that no longer exists, or that is older than
-  :data:`STALE_TMP_SECONDS` (a writer keeps its temporary file for milliseconds). Any other
-  hidden ``.tmp`` file is left alone.
+  :data:`bayesslr.core.files.STALE_TMP_SECONDS` (a writer keeps its temporary file for
+  milliseconds). Any other hidden ``.tmp`` file is left alone.
 * **A possibly shared, possibly tampered directory.** Nothing is opened through a symbolic
   link or a special file where a regular file belongs: a link, FIFO or device at
   ``run.lock`` or ``config.json`` is refused (one line naming the path), one at a cell file is
-  not read (the cell is recomputed, the entry replaced). ``cells/`` and ``theory_paths/`` must
-  be directories inside OUT, not links. config.json and manifest.json carry a SHA-256
-  checksum like the cells; a config.json that is missing or fails its checks beside stored
-  results refuses the run unless ``--force`` (or the checksummed manifest records the same
-  config).
+  not read (the cell is recomputed, the entry replaced). ``cells/`` and the families'
+  checkpoint directories (:func:`run_subdirs`) must be directories inside OUT, not links.
+  config.json and manifest.json carry a SHA-256 checksum like the cells; a config.json that
+  is missing or fails its checks beside stored results refuses the run unless ``--force`` (or
+  the checksummed manifest records the same config).
 
 This module is the one adapter to the netCDF engine (h5netcdf, always named explicitly).
 """
@@ -71,15 +71,10 @@ import numpy as np
 import xarray as xr
 
 import bayesslr
-from bayesslr.core.files import (  # the one durable-write layer; its names kept here too
-    _HOST,
-    STALE_TMP_SECONDS,  # noqa: F401
+from bayesslr.core.files import (  # the one durable-write layer
+    HOST,
     NotRegularFile,
     StoreError,
-    _fsync_dir,  # noqa: F401
-    _pid_alive,  # noqa: F401
-    _tmp_path,  # noqa: F401
-    _unlink_quiet,  # noqa: F401
     open_regular,
     read_regular,
     remove_dead_tmp,
@@ -88,7 +83,7 @@ from bayesslr.core.files import (  # the one durable-write layer; its names kept
     write_text_atomic,
 )
 from bayesslr.core.task import ConfigError
-from bayesslr.registry import Cell
+from bayesslr.registry import Cell, Recompute, get_method
 from bayesslr.sweep.config import SweepConfig, cell_key
 
 ENGINE = "h5netcdf"
@@ -99,7 +94,15 @@ MAX_CELL_BYTES = 1 << 30  # a cell file is kilobytes (``pad`` test outputs: mega
 MAX_JSON_BYTES = 256 << 20  # config.json, manifest.json (a 10^6-cell manifest: ~200 MB)
 CELL_NAME_RE = re.compile(r"[0-9a-f]{16}\.nc")  # what cells/ holds: KEY.nc
 OUT_FILES = ("config.json", "manifest.json", "dataset.nc")  # what OUT holds besides cells/
-SUBDIRS = ("cells", "theory_paths")  # directories a run writes into: never symbolic links
+CELLS_DIR = "cells"
+
+
+def run_subdirs() -> tuple[str, ...]:
+    """The directories a run writes into under OUT (never symbolic links): ``cells`` and the
+    checkpoint directory of every family that keeps one (its registry ``Checkpoints``)."""
+    from bayesslr.registry import checkpoint_dirs
+
+    return (CELLS_DIR, *(c.directory for c in checkpoint_dirs()))
 
 
 class DirectoryBusy(ConfigError):
@@ -107,7 +110,7 @@ class DirectoryBusy(ConfigError):
 
     def __init__(self, out: Path, holder: Mapping[str, Any]) -> None:
         pid = holder.get("pid", "unknown")
-        where = f" on {holder['host']}" if holder.get("host") not in (None, _HOST) else ""
+        where = f" on {holder['host']}" if holder.get("host") not in (None, HOST) else ""
         since = f", started {holder['started']}" if holder.get("started") else ""
         super().__init__(f"out={str(out)!r} is in use by another run (pid {pid}{where}{since}); "
                          "allowed: one run per directory: wait for it to finish or stop it, or "
@@ -403,7 +406,7 @@ class DirectoryLock:
                                   ) from None
             finally:
                 os.close(fd)
-        info = {"pid": os.getpid(), "host": _HOST,
+        info = {"pid": os.getpid(), "host": HOST,
                 "started": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
                 "argv": " ".join(sys.argv)[:500]}
         try:
@@ -464,7 +467,7 @@ def check_writable(out: Path) -> None:
                               "directory path")
         if not os.access(p, os.W_OK | os.X_OK):
             raise ConfigError(f"out={str(out)!r} is not writable; allowed: a writable directory")
-        for sub in SUBDIRS:  # every write stays under OUT: these are never followed out
+        for sub in run_subdirs():  # every write stays under OUT: never followed out
             d = p / sub
             if d.is_symlink():
                 raise ConfigError(f"out={str(out)!r}/{sub} is a symbolic link (to "
@@ -493,27 +496,6 @@ def dead_writer(tmp: Path, *, now: float | None = None) -> bool:
     return tmp_writer_gone(tmp, now=now)
 
 
-# families whose converged points carry a channel Monte Carlo error (``stderr_channel``)
-CHANNEL_ERROR_FAMILIES = ("theory_erm", "theory_bayes")
-
-
-def unflagged_channel_error(rec: CellRecord) -> bool:
-    """A stored theory cell that says ``converged`` with a test error but no channel error
-    (``stderr_channel`` NaN, its ``stderr`` the test formula's alone): written before such
-    points were flagged (:func:`bayesslr.theory.erm.unknown_channel_error`). Its family's
-    code version did not change (every other point is bit for bit the same), so the resume
-    treats it as stale by this rule. ``channel_error = false`` (ERM theory) asks for no
-    channel error: those cells are as they should be."""
-    if rec.status != "ok" or rec.cell.family not in CHANNEL_ERROR_FAMILIES:
-        return False
-    if rec.cell.options.get("channel_error", True) is False:  # the option's default: on
-        return False
-    out = rec.outputs
-    conv, test, chan = (out.get(k) for k in ("converged", "test_error", "stderr_channel"))
-    return (isinstance(conv, float) and conv == 1.0 and isinstance(test, float)
-            and math.isfinite(test) and isinstance(chan, float) and not math.isfinite(chan))
-
-
 @dataclass
 class ResumeScan:
     """What a results directory holds for a list of cells (:meth:`ResultStore.scan`).
@@ -532,6 +514,11 @@ class ResumeScan:
         Whether stale cells were kept (they are in ``done``) rather than queued.
     versions : dict
         ``{family: (stored versions, current version)}`` of the stale cells.
+    recomputed : dict
+        ``{(what, why): count}``: stale cells of the current version, by the family rule
+        (:class:`bayesslr.registry.Recompute`) that recomputes them.
+    special : list of str
+        Cell paths that are not regular files (not opened).
     """
 
     todo: list[Cell] = field(default_factory=list)
@@ -542,7 +529,7 @@ class ResumeScan:
     stale: int = 0
     stale_kept: bool = False
     versions: dict[str, tuple[list[str], str]] = field(default_factory=dict)
-    unflagged: int = 0
+    recomputed: dict[tuple[str, str], int] = field(default_factory=dict)
     special: list[str] = field(default_factory=list)
 
     def messages(self) -> list[str]:
@@ -556,17 +543,17 @@ class ResumeScan:
             out.append(f"{self.corrupt} cell file{'s' if self.corrupt > 1 else ''} corrupt "
                        "(unreadable, or content not matching its checksum): to be "
                        "recomputed")
-        if self.unflagged:
-            out.append(f"{self.unflagged} theory cell{'s' if self.unflagged > 1 else ''} "
-                       "stored as converged with no channel error (stderr_channel NaN, so its "
-                       "stderr was too small): " + ("kept as they are (--keep-stale)"
-                                                    if self.stale_kept else "to be recomputed"))
-        if self.stale > self.unflagged:
+        for (what, why), n in self.recomputed.items():
+            out.append(f"{n} {what} cell{'s' if n > 1 else ''} {why}: "
+                       + ("kept as they are (--keep-stale)" if self.stale_kept
+                          else "to be recomputed"))
+        by_rule = sum(self.recomputed.values())
+        if self.stale > by_rule:
             what = "; ".join(f"{fam} {', '.join(v or '(unknown)' for v in old)} -> {new}"
                              for fam, (old, new) in sorted(self.versions.items()))
             act = ("kept as they are (--keep-stale)" if self.stale_kept
                    else "to be recomputed (--keep-stale keeps them)")
-            n = self.stale - self.unflagged
+            n = self.stale - by_rule
             out.append(f"{n} cell{'s' if n > 1 else ''} computed by another "
                        f"code version of {'their' if n > 1 else 'its'} method "
                        f"[{what}]: {act}")
@@ -748,6 +735,7 @@ class ResultStore:
         scan = ResumeScan(stale_kept=keep_stale)
         self.special = scan.special
         current: dict[str, str] = {}
+        rules: dict[str, Recompute | None] = {}
         for c in cells:
             state, rec = self.inspect(c)
             if rec is None:
@@ -761,9 +749,12 @@ class ResultStore:
                 continue
             if c.family not in current:
                 current[c.family] = method_version(c.method)
-            if unflagged_channel_error(rec):
+                rules[c.family] = get_method(c.method).recompute
+            rule = rules[c.family]
+            if rec.status == "ok" and rule is not None and rule.test(rec.cell, rec.outputs):
                 scan.stale += 1
-                scan.unflagged += 1
+                what = (rule.what, rule.why)
+                scan.recomputed[what] = scan.recomputed.get(what, 0) + 1
                 if not keep_stale:
                     scan.todo.append(c)
                     continue

@@ -13,8 +13,8 @@ compares them bit for bit).
 
 Where: ``$BAYESSLR_PATH_CHECKPOINTS``, or ``~/.cache/bayesslr/theory_paths``; the variable set
 to ``off`` (or empty, ``0``, ``none``, ``false``) switches checkpoints off. ``bayesslr run
---out OUT`` sets it to ``OUT/theory_paths`` while it runs, unless it is set
-(:func:`bayesslr.sweep.runner.path_checkpoints`). One directory per
+--out OUT`` sets it to ``OUT/theory_paths`` while it runs, unless it is set (the family's
+registry ``Checkpoints``, :func:`bayesslr.sweep.runner.family_checkpoints`). One directory per
 path, named by a SHA-256 of everything its numbers depend on (task, activation, the sorted
 ``alpha`` list, the solver and theory options, the ``lam`` grid and search, and the code
 versions of the package and of the ``theory_erm`` family); one JSON file per solved ``alpha``,

@@ -35,7 +35,17 @@ from bayesslr.core.cputime import add_restored
 from bayesslr.core.lam import LAM_OPTIMAL, parse_lam
 from bayesslr.core.options import Opt, Schema, schema_of
 from bayesslr.core.task import ConfigError, LengthLaw
-from bayesslr.registry import Cell, PlotStyle, ReportRole, Resources, common, outputs, register
+from bayesslr.registry import (
+    Cell,
+    Checkpoints,
+    PlotStyle,
+    Recompute,
+    ReportRole,
+    Resources,
+    common,
+    outputs,
+    register,
+)
 from bayesslr.theory.bayes import (
     BAYES_STARTS,
     BayesCurvePoint,
@@ -43,7 +53,7 @@ from bayesslr.theory.bayes import (
     bayes_curve,
     state_evolution_trajectory,
 )
-from bayesslr.theory.checkpoint import PathCheckpoint
+from bayesslr.theory.checkpoint import CHECKPOINT_ENV, PathCheckpoint
 from bayesslr.theory.erm import (
     ERM_CONFIRM,
     EXACT_CACHE_SIZE,
@@ -315,6 +325,29 @@ def _finite_or_none(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
 
+PATHS_DIR = "theory_paths"  # OUT/theory_paths: the checkpoints of replica continuation paths
+
+
+def unflagged_channel_error(cell: Cell, out: Mapping[str, Any]) -> bool:
+    """A stored theory cell that says ``converged`` with a test error but no channel error
+    (``stderr_channel`` NaN, its ``stderr`` the test formula's alone): written before such
+    points were flagged (:func:`bayesslr.theory.erm.unknown_channel_error`). The family's
+    code version did not change (every other point is bit for bit the same), so the resume
+    recomputes it by this rule (:class:`bayesslr.registry.Recompute`). ``channel_error =
+    false`` (ERM theory) asks for no channel error: those cells are as they should be."""
+    if cell.options.get("channel_error", True) is False:  # the option's default: on
+        return False
+    conv, test, chan = (out.get(k) for k in ("converged", "test_error", "stderr_channel"))
+    return (isinstance(conv, float) and conv == 1.0 and isinstance(test, float)
+            and math.isfinite(test) and isinstance(chan, float) and not math.isfinite(chan))
+
+
+UNFLAGGED_CHANNEL_ERROR = Recompute(
+    unflagged_channel_error, "theory",
+    "stored as converged with no channel error (stderr_channel NaN, so its stderr was too "
+    "small)")
+
+
 def _on_path(alpha: float, path: list[float]) -> float:
     return next(a for a in path if math.isclose(a, alpha))
 
@@ -347,7 +380,8 @@ def _on_path(alpha: float, path: list[float]) -> float:
           plot=PlotStyle(kind="line", label="{activation} (theory)"), version="4",
           dims=("variant", "L", "nu", "delta", "alpha", "lam"), cli=ERM_FACE,
           report=ReportRole(finite_sample=2),
-          batch=_erm_batch, batch_key=_path_key)
+          batch=_erm_batch, batch_key=_path_key,
+          checkpoints=Checkpoints(PATHS_DIR, CHECKPOINT_ENV), recompute=UNFLAGGED_CHANNEL_ERROR)
 def theory_erm_cell(cell: Cell, opts: Mapping[str, Any]) -> dict[str, Any]:
     """One ``alpha`` of the ERM replica theory (options :data:`ERM_SCHEMA`)."""
     return _erm_batch([cell], [opts])[0]
@@ -426,7 +460,7 @@ def _bayes_batch(cells: list[Cell], opts_list: list[Mapping[str, Any]]) -> list[
           plot=PlotStyle(kind="line", label="Bayes-optimal (theory)", color="k"),
           version="3", dims=("variant", "L", "nu", "delta", "alpha"), cli=BAYES_FACE,
           report=ReportRole(finite_sample=1),
-          batch=_bayes_batch, batch_key=_path_key)
+          batch=_bayes_batch, batch_key=_path_key, recompute=UNFLAGGED_CHANNEL_ERROR)
 def theory_bayes_cell(cell: Cell, opts: Mapping[str, Any]) -> dict[str, Any]:
     """One ``alpha`` of the state evolution from both starts (options :data:`BAYES_SCHEMA`);
     the ``branch`` option picks what is reported (default: the larger free entropy)."""

@@ -197,24 +197,22 @@ _RISK_CACHE: dict[tuple, tuple[float, float]] = {}
 def bayes_risk_line(results: Results, sel: Mapping[str, object]
                     ) -> tuple[float, float, str] | None:
     """The Bayes risk (``alpha -> inf``) at a setting with its standard error and where it
-    comes from: the results' ``population:bayes`` when they hold it, else computed here by
-    Monte Carlo (:func:`bayesslr.population.method.bayes_risk`, 200 000 samples, seed 0; a
-    second or two), so that every panel of the finite-sample figure has its limit."""
+    comes from: the results' ``population:bayes`` when they hold it, else that cell computed
+    here through the registry (200 000 Monte Carlo samples, seed 0; a second or two), so that
+    every panel of the finite-sample figure has its limit."""
     have = bayes_risk_at(results, sel)
     if have is not None:
         return have[0], have[1], "population"
     try:
-        from bayesslr.core.task import make_task
-        from bayesslr.population.method import bayes_risk
+        from bayesslr.registry import Cell, run_cell
 
         L = str(sel.get("L", ""))
         key = (sel.get("variant"), L, float(sel.get("nu", math.nan)))
         if key not in _RISK_CACHE:
-            law = "," in L or ":" in L
-            task = make_task(str(sel["variant"]), L=3 if law else int(L),
-                             L_dist=L if law else None, nu=float(sel["nu"]), delta=0.0)
-            r = bayes_risk(task, samples=200_000, seed=0)
-            _RISK_CACHE[key] = (float(r.excess_risk), float(r.stderr))
+            out = run_cell(Cell("population:bayes", variant=str(sel["variant"]), L=L,
+                                nu=float(sel["nu"]), delta=0.0, seed=0,
+                                options={"samples": 200_000}))
+            _RISK_CACHE[key] = (float(out["test_error"]), float(out["stderr"]))
         v, e = _RISK_CACHE[key]
         return v, e, "computed"
     except Exception:  # a setting the population method cannot take: no line
