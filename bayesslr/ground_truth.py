@@ -57,7 +57,7 @@ from bayesslr.bayes.sampler import SamplerOptions, init_params, run_nuts
 from bayesslr.core.files import write_bytes_atomic, write_json_atomic, write_text_atomic
 from bayesslr.core.provenance import git_revision
 from bayesslr.core.task import ConfigError, TaskConfig, make_task
-from bayesslr.core.thresholds import CONVERGENCE, num
+from bayesslr.core.thresholds import CONVERGENCE, chain_failures
 from bayesslr.inference.evaluate import per_input_errors, predict_draws, task_data
 from bayesslr.inference.reference import state_evolution_point
 
@@ -180,14 +180,11 @@ def settings_options(settings: RefSettings) -> SamplerOptions:
 
 
 def reference_checks(res) -> list[str]:
-    """The reference's checks that teacher-start chains ``res`` fail (R-hat, bulk ESS), one
-    phrase each; empty when they pass."""
-    checks = []
-    if not res.r_hat_max <= REF_RHAT_MAX:
-        checks.append(f"r_hat_max={num(res.r_hat_max, REF_RHAT_MAX)} > {REF_RHAT_MAX}")
-    if not res.ess_bulk_min >= REF_ESS_MIN:
-        checks.append(f"ess_bulk_min={res.ess_bulk_min:.0f} < {REF_ESS_MIN:g}")
-    return checks
+    """The reference's checks that teacher-start chains ``res`` fail (R-hat, bulk ESS against
+    ``CONVERGENCE["reference"]``, :func:`bayesslr.core.thresholds.chain_failures`), one phrase
+    each; empty when they pass."""
+    return chain_failures({"r_hat_max": res.r_hat_max, "ess_bulk_min": res.ess_bulk_min},
+                          CONVERGENCE["reference"])
 
 
 def build_task(t: RefTask, settings: RefSettings) -> dict[str, Any]:

@@ -317,6 +317,42 @@ def test_report_under_a_file_size_limit_exits_4_with_nothing_half_written(result
     assert {"a_small.png", "b_noisy.png", "verdicts.txt"} <= {p.name for p in fig_dir.iterdir()}
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_every_report_output_is_whole_or_absent_under_a_file_size_limit(results, tmp_path):
+    """Issue 40, case 12: the finite-size study's figure was written by ``savefig`` on its
+    path, past the storage layer, and a file-size limit left it half written (and a
+    traceback). Now every report output goes through :mod:`bayesslr.core.files` (a temporary
+    name of this run, fsync, rename): exit 4, one line naming the file, the files before it
+    complete, no partial and no temporary file. The limit is set in ``preexec_fn`` with
+    SIGXFSZ ignored, so the write fails with EFBIG rather than killing the process."""
+    fig_dir = tmp_path / "figs"
+    prelude = FAKE_DRAW + textwrap.dedent("""
+        import bayesslr.report as _report
+        import bayesslr.report.finite_size as _fs
+        _report.FIGURES = {"a_small": _small}
+        _fs.finite_size_studies = lambda tree: ["a study"]  # the study's figure: a big PNG
+        _fs.finite_size_figure = lambda studies: _noisy(None)
+        _fs.verdict_lines = lambda tree: []
+        """)
+
+    def limit() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # every figure fits, the study's not
+        resource.setrlimit(resource.RLIMIT_FSIZE, (300_000, 300_000))
+
+    args = ["report", str(results), "--out", str(fig_dir), "--formats", "png"]
+    proc = subprocess.run(console(args, prelude), cwd=tmp_path, env=child_env(),
+                          preexec_fn=limit, capture_output=True, text=True, timeout=150)
+    assert proc.returncode == 4, (proc.returncode, proc.stderr)
+    line = one_line(proc.stderr)
+    assert "cannot write" in line and "finite_size.png" in line and "File too large" in line
+    no_tmp(fig_dir)
+    names = sorted(p.name for p in fig_dir.iterdir())
+    assert "finite_size.png" not in names and {"a_small.png", "verdicts.txt"} <= set(names)
+    for p in fig_dir.glob("*.png"):  # each one written is complete
+        assert p.read_bytes().endswith(b"IEND\xaeB`\x82"), p
+
+
 def test_report_write_failure_mid_way_keeps_the_old_files(results, tmp_path, capsys,
                                                           monkeypatch):
     """Case 2 (a full disk): the second file's write fails with ENOSPC. Exit 4, one line

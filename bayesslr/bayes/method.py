@@ -47,10 +47,11 @@ from bayesslr.core.task import (
     seed_key,
 )
 from bayesslr.core.thresholds import (
-    ESS_PER_CHAIN_MIN,
+    CONVERGENCE,
     PT_ROUND_TRIPS_PER_CHAIN_MIN,
     PT_SWAP_RATE_MIN,
     RHAT_MAX,
+    chain_failures,
     num,
 )
 from bayesslr.registry import (
@@ -171,15 +172,8 @@ def verdict(summary: Mapping[str, Any], chains: int) -> tuple[bool, str]:
     summary holds ``swap_rate_min``) must also swap at least ``PT_SWAP_RATE_MIN`` on every
     pair and make ``PT_ROUND_TRIPS_PER_CHAIN_MIN`` round trips per chain
     (:mod:`bayesslr.core.thresholds`)."""
-    ess_min = ESS_PER_CHAIN_MIN * chains
-    fails = []
-    r = summary.get("r_hat_max", math.nan)
-    if not r <= RHAT_MAX:
-        fails.append(f"r_hat_max {num(r, RHAT_MAX)} > {RHAT_MAX}")
-    for name in ("ess_bulk_min", "ess_tail_min"):
-        e = summary.get(name, math.nan)
-        if not e >= ess_min:
-            fails.append(f"{name} {num(e, ess_min)} < {ess_min:g}")
+    fails = chain_failures(summary, CONVERGENCE["bayes_sampling"], chains,
+                           ess=("ess_bulk_min", "ess_tail_min"))
     if summary.get("divergences", 0) > 0:
         fails.append(f"{int(summary['divergences'])} divergent transitions")
     if "swap_rate_min" in summary:

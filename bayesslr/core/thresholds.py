@@ -23,6 +23,7 @@ changes that family's numbers and needs a version bump.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 
@@ -68,6 +69,45 @@ ESS_PER_CHAIN_MIN: float = CONVERGENCE["bayes_sampling"].ess_min
 # (without one, tempering did not act and the run is plain HMC from its start)
 PT_SWAP_RATE_MIN = 0.1
 PT_ROUND_TRIPS_PER_CHAIN_MIN = 1
+
+
+def chain_failures(summary: Mapping[str, float], row: Convergence, chains: float = 1.0, *,
+                   ess: tuple[str, ...] = ("ess_bulk_min",)) -> list[str]:
+    """The one R-hat / ESS check of a run's chains against a row of :data:`CONVERGENCE`: why
+    they fail it, one phrase each (``r_hat_max 1.0103 > 1.01``, ``ess_bulk_min 87.3 < 400``),
+    empty when they pass. A missing or NaN diagnostic fails.
+
+    Parameters
+    ----------
+    summary : mapping
+        ``r_hat_max`` and the ESS named in ``ess``.
+    row : Convergence
+        The thresholds (``CONVERGENCE["bayes_sampling"]``, ``["reference"]``,
+        ``["inference"]``).
+    chains : float
+        Chains of the run (a per-chain ESS floor is multiplied by it).
+    ess : tuple of str
+        The ESS diagnostics checked against the floor (bulk; bulk and tail).
+
+    Examples
+    --------
+    >>> from bayesslr.core.thresholds import CONVERGENCE, chain_failures
+    >>> chain_failures({"r_hat_max": 1.0103, "ess_bulk_min": 87.3}, CONVERGENCE["reference"])
+    ['r_hat_max 1.0103 > 1.01', 'ess_bulk_min 87.3 < 400']
+    >>> chain_failures({"r_hat_max": 1.002, "ess_bulk_min": 900, "ess_tail_min": 700},
+    ...                CONVERGENCE["bayes_sampling"], 4, ess=("ess_bulk_min", "ess_tail_min"))
+    []
+    """
+    fails = []
+    r = summary.get("r_hat_max", math.nan)
+    if not r <= row.r_hat_max:
+        fails.append(f"r_hat_max {num(r, row.r_hat_max)} > {row.r_hat_max}")
+    floor = row.ess_floor(chains)
+    for name in ess:
+        e = summary.get(name, math.nan)
+        if not e >= floor:
+            fails.append(f"{name} {num(e, floor)} < {floor:g}")
+    return fails
 
 
 def digits(*values: float, at_least: int = 3) -> int:

@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bayesslr.bayes.sampler import init_params
-from bayesslr.core.thresholds import CONVERGENCE, PT_SWAP_RATE_MIN, num
+from bayesslr.core.thresholds import CONVERGENCE, PT_SWAP_RATE_MIN, chain_failures
 from bayesslr.inference.mcmc import MCMCSettings, run_mcmc
 from bayesslr.inference.vi import run_vi
 
@@ -143,12 +143,8 @@ def _chain_checks(r) -> list[str]:
     they pass."""
     if r.k.shape[1] < 4:
         return [f"{r.k.shape[1]} draws kept per chain (too few for R-hat and ESS)"]
-    why = []
-    if not r.r_hat_max <= INFERENCE_RHAT_MAX:
-        why.append(f"r_hat_max {num(r.r_hat_max, INFERENCE_RHAT_MAX)} > {INFERENCE_RHAT_MAX}")
-    if not r.ess_bulk_min >= ESS_MIN:
-        why.append(f"ess_bulk_min {r.ess_bulk_min:.0f} < {ESS_MIN:g}")
-    return why
+    return chain_failures({"r_hat_max": r.r_hat_max, "ess_bulk_min": r.ess_bulk_min},
+                          CONVERGENCE["inference"])
 
 
 def _run_vi(key, alg: str, spec, data, opts: dict[str, Any], budget: int

@@ -31,6 +31,7 @@ import xarray as xr
 
 from bayesslr.report.finite_size_fit import Study, pm_4dp
 from bayesslr.report.finite_size_study import FLAG_KEY, finite_size_studies
+from bayesslr.report.output import save_figure
 
 THEME = "finite-size"
 COLORS = ("C0", "C3", "C2", "C1", "C4", "C5")
@@ -133,11 +134,11 @@ def write_finite_size_figures(tree: xr.DataTree, out_dir: Path, *,
         return [], []
     fig = finite_size_figure(studies)
     written = []
-    for fmt in formats:
-        path = Path(out_dir) / f"finite_size.{fmt}"
-        fig.savefig(path, dpi=dpi)
-        written.append(path)
-    plt.close(fig)
+    try:
+        for fmt in formats:  # encoded in memory, written durably (never half a file)
+            written.append(save_figure(fig, Path(out_dir) / f"finite_size.{fmt}", dpi=dpi))
+    finally:
+        plt.close(fig)
     return written, []
 
 
