@@ -6,12 +6,12 @@ or be shared between processes.
   ones), ``fsync``, :func:`os.replace`, then ``fsync`` of the directory. A reader sees the old
   file or the new one, never half a file; an OS error raises :class:`StoreError` (one line:
   the path and the error) with the temporary file removed and the old file intact.
-* :func:`exclusive_lock`: an ``fcntl.flock`` on a lock file, held for a ``with`` block. The
-  kernel drops it when its process dies, so a crashed holder never leaves a stale lock behind
-  and no age rule is needed. The results directory's lock
-  (:class:`bayesslr.sweep.storage.DirectoryLock`) and the replica-``lam`` cache of
-  :mod:`bayesslr.erm.method` both use this protocol. The lock file must be a regular file
-  with one link: a symbolic link, FIFO, device or hard link there is refused
+* :class:`FileLock` (and :func:`exclusive_lock`, the same held for a ``with`` block): the one
+  lock of the package, an ``fcntl.flock`` on a lock file. The kernel drops it when its
+  process dies, so a crashed holder never leaves a stale lock behind and no age rule is
+  needed. The results directory's lock (:class:`bayesslr.sweep.storage.DirectoryLock`, which
+  adds who holds it) and the replica-``lam`` cache are this lock. The lock file must be a
+  regular file with one link: a symbolic link, FIFO, device or hard link there is refused
   (:class:`NotRegularFile`), never opened through, so a planted link cannot make a run
   truncate the file it points to.
 * :func:`read_regular`: the bytes of a file that must be a regular file (a cell, a config,
@@ -310,18 +310,93 @@ def write_netcdf_atomic(ds: Any, path: Path) -> None:
     write_bytes_atomic(encode_netcdf(ds), path)
 
 
+class LockUnsupported(OSError):
+    """The filesystem of a lock file refuses ``flock`` (not a busy lock: no lock at all)."""
+
+
+_BUSY = (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES)
+
+
+class FileLock:
+    """The one lock protocol of the package: an exclusive ``fcntl.flock`` on a lock file.
+
+    The lock file is created if missing and must be a regular file with one link (a symbolic
+    link, FIFO, device or hard link there raises :class:`NotRegularFile`: nothing is opened
+    through it). The descriptor is not inherited by child processes (``O_CLOEXEC``); closing
+    it drops the lock, and so does the kernel when the holder dies, so a crashed holder never
+    leaves a stale lock and no age rule is needed. The results directory's lock
+    (:class:`bayesslr.sweep.storage.DirectoryLock`) and the replica-``lam`` cache
+    (:func:`exclusive_lock`) are this class.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from bayesslr.core.files import FileLock
+    >>> path = Path(tempfile.mkdtemp()) / "x.lock"
+    >>> lock = FileLock(path)
+    >>> fd = lock.acquire(blocking=False)
+    >>> FileLock(path).acquire(blocking=False)
+    Traceback (most recent call last):
+    ...
+    BlockingIOError: [Errno 11] Resource temporarily unavailable
+    >>> lock.release(); lock.held
+    False
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.fd: int | None = None
+
+    @property
+    def held(self) -> bool:
+        """Whether this object holds the lock."""
+        return self.fd is not None
+
+    def acquire(self, *, blocking: bool = True) -> int:
+        """Take the lock (wait for it, or with ``blocking=False`` raise
+        :class:`BlockingIOError` at once when another process holds it) and return the
+        descriptor (the holder may write who it is into the file). The open's own errors
+        (:class:`NotRegularFile`, ``OSError``) pass through; a filesystem without locks raises
+        :class:`LockUnsupported`."""
+        fd = open_regular(self.path, os.O_RDWR | os.O_CREAT, single_link=True)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno in _BUSY:
+                raise BlockingIOError(exc.errno, os.strerror(exc.errno)) from None
+            raise LockUnsupported(exc.errno, exc.strerror) from None
+        except BaseException:
+            os.close(fd)
+            raise
+        self.fd = fd
+        return fd
+
+    def release(self) -> None:
+        """Drop the lock (closing the descriptor); nothing when it is not held."""
+        fd, self.fd = self.fd, None
+        if fd is not None:
+            os.close(fd)
+
+
 @contextlib.contextmanager
 def exclusive_lock(path: Path, *, blocking: bool = True) -> Iterator[int]:
-    """Hold an exclusive ``flock`` on ``path`` (created if missing) for the ``with`` block.
+    """Hold the :class:`FileLock` of ``path`` for the ``with`` block (``blocking=False``:
+    :class:`BlockingIOError` at once when another process holds it); yields the descriptor.
 
-    ``blocking=False`` raises :class:`BlockingIOError` at once when another process holds it.
-    The descriptor is not inherited by child processes (``O_CLOEXEC``). Yields the descriptor
-    (the holder may write who it is into the file). A lock path that is not a regular file
-    with one link raises :class:`NotRegularFile` (nothing is opened through it).
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from bayesslr.core.files import exclusive_lock
+    >>> with exclusive_lock(Path(tempfile.mkdtemp()) / "x.lock") as fd:
+    ...     fd >= 0
+    True
     """
-    fd = open_regular(path, os.O_RDWR | os.O_CREAT, single_link=True)
+    lock = FileLock(path)
+    fd = lock.acquire(blocking=blocking)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
         yield fd
     finally:
-        os.close(fd)  # closing drops the lock
+        lock.release()

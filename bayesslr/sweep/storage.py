@@ -52,8 +52,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import errno
-import fcntl
 import hashlib
 import io
 import json
@@ -73,9 +71,10 @@ import xarray as xr
 import bayesslr
 from bayesslr.core.files import (  # the one durable-write layer
     HOST,
+    FileLock,
+    LockUnsupported,
     NotRegularFile,
     StoreError,
-    open_regular,
     read_regular,
     remove_dead_tmp,
     tmp_writer_gone,
@@ -375,7 +374,7 @@ def read_checked_json(path: Path, *, require_checksum: bool) -> dict[str, Any] |
 # the lock
 # --------------------------------------------------------------------------------------------
 class DirectoryLock:
-    """Exclusive ``fcntl.flock`` on ``OUT/run.lock`` (see the module docstring).
+    """The :class:`bayesslr.core.files.FileLock` of ``OUT/run.lock`` (see the module docstring).
 
     The lock file holds one JSON line (pid, host, start time, command) written after the lock
     is taken. The descriptor is not inherited by child processes (``O_CLOEXEC``; dask workers
@@ -385,27 +384,21 @@ class DirectoryLock:
     def __init__(self, out: Path) -> None:
         self.out = Path(out)
         self.path = self.out / LOCK_NAME
-        self._fd: int | None = None
+        self._lock = FileLock(self.path)
 
     def acquire(self) -> None:
         try:
             self.out.mkdir(parents=True, exist_ok=True)
-            fd = open_regular(self.path, os.O_RDWR | os.O_CREAT, single_link=True)
+            fd = self._lock.acquire(blocking=False)
+        except BlockingIOError:
+            raise DirectoryBusy(self.out, self._holder()) from None
+        except LockUnsupported as exc:
+            raise ConfigError(f"out={str(self.out)!r} cannot be locked ({exc.strerror}); "
+                              "allowed: a directory on a filesystem with file locks") from None
         except NotRegularFile as exc:  # a planted link: never truncate what it points to
             raise ConfigError(str(exc)) from None
         except OSError as exc:
             raise StoreError(self.path, exc) from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            try:
-                if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                    raise DirectoryBusy(self.out, self._holder(fd)) from None
-                raise ConfigError(f"out={str(self.out)!r} cannot be locked ({exc.strerror}); "
-                                  "allowed: a directory on a filesystem with file locks"
-                                  ) from None
-            finally:
-                os.close(fd)
         info = {"pid": os.getpid(), "host": HOST,
                 "started": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
                 "argv": " ".join(sys.argv)[:500]}
@@ -413,17 +406,15 @@ class DirectoryLock:
             os.ftruncate(fd, 0)
             os.pwrite(fd, (json.dumps(info) + "\n").encode(), 0)
         except OSError as exc:
-            os.close(fd)  # closing drops the lock
+            self._lock.release()
             raise StoreError(self.path, exc) from None
-        self._fd = fd
 
-    @staticmethod
-    def _holder(fd: int, wait_s: float = 1.0) -> dict[str, Any]:
+    def _holder(self, wait_s: float = 1.0) -> dict[str, Any]:
         """What the holder wrote (it writes right after locking: wait a moment for it)."""
         t0 = time.monotonic()
         while True:
             try:
-                text = os.pread(fd, 4096, 0).decode("utf-8", "replace").strip()
+                text = read_regular(self.path, 4096).decode("utf-8", "replace").strip()
                 if text:
                     return dict(json.loads(text))
             except (OSError, ValueError, TypeError):
@@ -433,12 +424,11 @@ class DirectoryLock:
             time.sleep(0.02)
 
     def release(self) -> None:
-        if self._fd is None:
+        if self._lock.fd is None:
             return
-        fd, self._fd = self._fd, None
         with contextlib.suppress(OSError):
-            os.ftruncate(fd, 0)  # no stale pid on display
-        os.close(fd)  # drops the lock
+            os.ftruncate(self._lock.fd, 0)  # no stale pid on display
+        self._lock.release()  # drops the lock
 
     def __enter__(self) -> DirectoryLock:
         self.acquire()
