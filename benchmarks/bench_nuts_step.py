@@ -18,6 +18,15 @@ chain-gradient
 ``ratio_step_over_gradient`` (NUTS over alone; issue 35's target is <= 1.5) and
 ``ratio_pt_step_over_gradient`` (PT over alone), each measured in this one run, with the load.
 
+Where a NUTS run's time goes, in the same run: the compiled sampler is called again with the
+same warm-up and twice the draws (same keys, so the same warm-up), and the difference is the
+sampling phase alone (``ratio_sampling_step_over_gradient``: frozen step size and mass, NumPyro's
+NUTS transition, 4 chains in ``vmap``); the rest of the compiled call is the warm-up
+(``ratio_warmup_step_over_gradient``: step-size searches, dual averaging, mass estimates, and
+the chains waiting for each other's trees while the adaptation is pooled every iteration);
+``diagnostics_cpu_share`` is the part of the ``run_nuts`` call spent in ArviZ's R-hat and ESS
+after sampling, a fixed cost per run that a short run does not amortise.
+
 Run: ``.venv/bin/python -m pytest benchmarks/bench_nuts_step.py --benchmark-only -s``.
 """
 
@@ -27,6 +36,7 @@ from __future__ import annotations
 
 import bayesslr  # noqa: F401  (JAX configuration, compilation cache)
 
+import os
 import time
 
 import jax
@@ -34,7 +44,7 @@ import jax.numpy as jnp
 import pytest
 
 from bayesslr.bayes.model import model_spec
-from bayesslr.bayes.nuts import model_args, potential_fn_gen
+from bayesslr.bayes.nuts import chain_diagnostics, compiled_run, model_args, potential_fn_gen
 from bayesslr.bayes.sampler import (
     SamplerOptions,
     TemperingOptions,
@@ -87,6 +97,20 @@ def gradient_alone_us(spec, train, teacher, n: int) -> float:
     return 1e6 * cpu / (n * CHAINS)
 
 
+def compiled_cpu(spec, train, opts: SamplerOptions, start, draws: int) -> tuple[float, int, int]:
+    """CPU seconds of the ``bayes_sampling`` NUTS program (warm-up ``opts.warmup``, ``draws``
+    draws, teacher start: the gradient-based warm-up), compiled first; with its sampling and
+    warm-up gradient counts (every chain)."""
+    fn = compiled_run("marginal", spec.variant, CHAINS, opts.warmup, draws, "vectorized",
+                      opts.target_accept, opts.max_tree_depth, "grad", opts.mass, opts.pool)
+    args = model_args(spec, train)
+    keys = jax.random.split(jax.random.key(2), CHAINS)
+    z0 = {n: jnp.asarray(start[n]).reshape(CHAINS, -1) for n in ("k", "v")}
+    jax.block_until_ready(fn(keys, z0, args))
+    out, cpu = _cpu(lambda: jax.block_until_ready(fn(keys, z0, args)))
+    return cpu, int(out[4].sum()), int(out[5].sum())
+
+
 def test_nuts_step_vs_gradient(benchmark, posterior, bench_size):
     task, spec, teacher, train = posterior
     D, (w, s), (pw, ps), R, n_alone = SIZES[bench_size]
@@ -101,6 +125,13 @@ def test_nuts_step_vs_gradient(benchmark, posterior, bench_size):
     res, cpu_nuts = benchmark.pedantic(lambda: _cpu(nuts), rounds=1, iterations=1)
     nuts_us = 1e6 * cpu_nuts / res.grad_evals
     alone_us = gradient_alone_us(spec, train, teacher, n_alone)
+
+    # the phases: the same warm-up with s and 2 s draws
+    cpu_a, draws_a, warm_a = compiled_cpu(spec, train, opts, start, s)
+    cpu_b, draws_b, warm_b = compiled_cpu(spec, train, opts, start, 2 * s)
+    sampling_us = 1e6 * (cpu_b - cpu_a) / (draws_b - draws_a)
+    warmup_us = (1e6 * cpu_a - sampling_us * draws_a) / warm_a
+    _, cpu_diag = _cpu(lambda: chain_diagnostics(res.k, res.v))
 
     temper = TemperingOptions(replicas=R, beta_min=2e-3, pt_integration_steps=20)
     pt_opts = SamplerOptions(chains=CHAINS, warmup=pw, draws=ps)
@@ -118,8 +149,22 @@ def test_nuts_step_vs_gradient(benchmark, posterior, bench_size):
                  "cpu_us_per_chain_gradient_alone": round(alone_us, 2),
                  "cpu_us_per_chain_gradient_pt": round(pt_us, 2), "pt_replicas": R,
                  "ratio_step_over_gradient": nuts_us / alone_us,
-                 "ratio_pt_step_over_gradient": pt_us / alone_us})
+                 "ratio_pt_step_over_gradient": pt_us / alone_us,
+                 "cpu_us_per_chain_gradient_sampling": round(sampling_us, 2),
+                 "cpu_us_per_chain_gradient_warmup": round(warmup_us, 2),
+                 "ratio_sampling_step_over_gradient": sampling_us / alone_us,
+                 "ratio_warmup_step_over_gradient": warmup_us / alone_us,
+                 "warmup_gradient_share": warm_a / (warm_a + draws_a),
+                 "steps_per_draw": draws_a / (CHAINS * s),
+                 "steps_per_warmup_iteration": warm_a / (CHAINS * w),
+                 "diagnostics_cpu_share": cpu_diag / cpu_nuts,
+                 "load_average_1min": os.getloadavg()[0]})
     print(f"\nnuts_step_vs_gradient (D={D}): NUTS {nuts_us:.1f} CPU-us per chain-gradient, "
           f"gradient alone {alone_us:.1f}, PT {pt_us:.1f}: NUTS/alone "
-          f"{nuts_us / alone_us:.2f}, PT/alone {pt_us / alone_us:.2f}")
+          f"{nuts_us / alone_us:.2f}, PT/alone {pt_us / alone_us:.2f}; sampling phase "
+          f"{sampling_us:.1f} ({sampling_us / alone_us:.2f}x), warm-up {warmup_us:.1f} "
+          f"({warmup_us / alone_us:.2f}x, {warm_a / (warm_a + draws_a):.0%} of the gradients), "
+          f"ArviZ diagnostics {cpu_diag / cpu_nuts:.0%} of the run; load "
+          f"{os.getloadavg()[0]:.1f}")
     assert nuts_us > 0 and alone_us > 0 and pt_us > 0
+    assert draws_b > draws_a and warm_b == warm_a  # same keys: the same warm-up
