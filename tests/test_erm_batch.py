@@ -26,6 +26,7 @@ from bayesslr.erm import method as M
 from bayesslr.erm import protocol as P
 from bayesslr.erm.objective import objective_batch, value_and_grad_batch
 from bayesslr.registry import Cell, run_cell, run_unit, units
+from bayesslr.theory import replica_lam as R
 
 D, N = 32, 160
 GRID = (0.01, 0.1, 1.0)
@@ -228,8 +229,8 @@ def test_no_recompilation_across_seeds_and_lams():
 @pytest.fixture
 def replica_env(tmp_path, monkeypatch):
     """An empty on-disk cache and a stand-in for the theory's search (counted)."""
-    monkeypatch.setenv(M.REPLICA_CACHE_ENV, str(tmp_path))
-    monkeypatch.setattr(M, "_REPLICA_MEMO", {})
+    monkeypatch.setenv(R.REPLICA_CACHE_ENV, str(tmp_path))
+    monkeypatch.setattr(R, "_REPLICA_MEMO", {})
     calls: list[Cell] = []
     answer = {"lam": 0.3, "test_error": 0.41, "stderr": 0.01, "converged": True,
               "at_boundary": False, "reason": "converged"}
@@ -238,7 +239,7 @@ def replica_env(tmp_path, monkeypatch):
         calls.append(tcell)
         return {**answer, "cell": tcell.to_json()}
 
-    monkeypatch.setattr(M, "_solve_replica", fake)
+    monkeypatch.setattr(R, "_solve_replica", fake)
     return tmp_path, calls, answer
 
 
@@ -258,7 +259,7 @@ def test_replica_lam_is_solved_once_and_recorded(replica_env):
         assert out["replica_converged"] is True
     files = list(root.glob("*.json"))
     assert len(files) == 1 and json.loads(files[0].read_text())["lam"] == answer["lam"]
-    M._REPLICA_MEMO.clear()  # a new process: the answer comes from disk
+    R._REPLICA_MEMO.clear()  # a new process: the answer comes from disk
     run_cell(_cells(("replica",), seed=1)[0])
     assert len(calls) == 1
     # other theory options, or another activation, are another point
@@ -276,13 +277,13 @@ def test_replica_path_is_solved_once_and_every_point_kept(tmp_path, monkeypatch)
     the canonical path). Cells wanting the same path share one lock."""
     import bayesslr.registry as methods
 
-    monkeypatch.setenv(M.REPLICA_CACHE_ENV, str(tmp_path))
-    monkeypatch.setattr(M, "_REPLICA_MEMO", {})
+    monkeypatch.setenv(R.REPLICA_CACHE_ENV, str(tmp_path))
+    monkeypatch.setattr(R, "_REPLICA_MEMO", {})
     units = []
 
     def fake_unit(cells):
         units.append([c.alpha for c in cells])
-        assert all(c.options["path"] == sorted({*M.REPLICA_PATH, cells[-1].alpha, *(
+        assert all(c.options["path"] == sorted({*R.REPLICA_PATH, cells[-1].alpha, *(
             c2.alpha for c2 in cells)}) for c in cells)
         return [{"lam": c.alpha / 100, "test_error": 1 / (1 + c.alpha), "stderr": 0.01,
                  "converged": True, "reason": "converged"} for c in cells]
@@ -292,23 +293,23 @@ def test_replica_path_is_solved_once_and_every_point_kept(tmp_path, monkeypatch)
     ask = [Cell(method="erm:softmax", lam="replica", alpha=a, **{k: v for k, v in BASE.items()
                                                                  if k != "alpha"})
            for a in (5.0, 2.0, 20.0, 0.5, 4.0, 3.0)]
-    got = {c.alpha: M.replica_lam(c, opts) for c in ask}
-    assert units == [list(M.REPLICA_PATH), sorted({*M.REPLICA_PATH, 4.0})]
+    got = {c.alpha: R.replica_lam(c, opts) for c in ask}
+    assert units == [list(R.REPLICA_PATH), sorted({*R.REPLICA_PATH, 4.0})]
     assert all(got[a]["lam"] == pytest.approx(a / 100) for a in got)
-    assert json.loads(M.replica_cell(ask[0], opts).to_json())["options"]["path"] == [
+    assert json.loads(R.replica_cell(ask[0], opts).to_json())["options"]["path"] == [
         0.5, 1.0, 2.0, 3.0, 5.0]
-    assert "path" not in M.replica_cell(ask[3], opts).options  # alpha = 0.5: nothing below
+    assert "path" not in R.replica_cell(ask[3], opts).options  # alpha = 0.5: nothing below
     assert len(list(tmp_path.glob("*.json"))) == 10  # 9 path points and alpha = 4
-    assert M._lock_name(M.replica_cell(ask[0], opts)) == M._lock_name(
-        M.replica_cell(ask[2], opts))
-    M._REPLICA_MEMO.clear()  # a new process: every point from disk, no solve
-    assert M.replica_lam(ask[1], opts)["lam"] == pytest.approx(0.02) and len(units) == 2
+    assert R._lock_name(R.replica_cell(ask[0], opts)) == R._lock_name(
+        R.replica_cell(ask[2], opts))
+    R._REPLICA_MEMO.clear()  # a new process: every point from disk, no solve
+    assert R.replica_lam(ask[1], opts)["lam"] == pytest.approx(0.02) and len(units) == 2
     off = M.SCHEMA.validate({"replica_path": False})
-    assert "path" not in M.replica_cell(ask[0], off).options
+    assert "path" not in R.replica_cell(ask[0], off).options
 
 
 def test_replica_lam_unconverged_fails_the_cell(replica_env, monkeypatch):
-    monkeypatch.setattr(M, "_solve_replica", lambda tcell: {
+    monkeypatch.setattr(R, "_solve_replica", lambda tcell: {
         "lam": math.nan, "test_error": math.nan, "stderr": math.nan, "converged": False,
         "at_boundary": False, "reason": "max_iter", "cell": tcell.to_json()})
     with pytest.raises(RuntimeError, match="lam='replica'.*did not converge.*max_iter"):
@@ -354,14 +355,14 @@ def test_replica_lam_is_the_theory_optimum(tmp_path, monkeypatch):
     from bayesslr.theory.lam_opt import optimal_lambda
     from bayesslr.theory.method import erm_options
 
-    monkeypatch.setenv(M.REPLICA_CACHE_ENV, str(tmp_path))
-    monkeypatch.setattr(M, "_REPLICA_MEMO", {})
+    monkeypatch.setenv(R.REPLICA_CACHE_ENV, str(tmp_path))
+    monkeypatch.setattr(R, "_REPLICA_MEMO", {})
     cell = Cell(method="erm:softmax", lam="replica", seed=0,
                 options={**OPTS, "replica_samples": 300, "replica_path": False},
                 **{**BASE, "delta": 0.01})
     out = run_cell(cell)
-    tcell = M.replica_cell(cell, M.SCHEMA.validate(cell.options))
-    topts = M.get_method(tcell.method).schema.validate(tcell.options)
+    tcell = R.replica_cell(cell, M.SCHEMA.validate(cell.options))
+    topts = R.get_method(tcell.method).schema.validate(tcell.options)
     direct = optimal_lambda(tcell.task(D=1), "softmax", 5.0, erm_options(topts, 0))
     assert out["lam"] == pytest.approx(direct.lam, rel=1e-9)
     assert out["replica_test_error"] == pytest.approx(direct.test_error, rel=1e-6)
@@ -376,20 +377,20 @@ def test_replica_lam_on_the_path_is_the_curve_point(tmp_path, monkeypatch):
     from bayesslr.theory.lam_opt import optimal_lambda_curve
     from bayesslr.theory.method import erm_options
 
-    monkeypatch.setenv(M.REPLICA_CACHE_ENV, str(tmp_path))
-    monkeypatch.setattr(M, "_REPLICA_MEMO", {})
-    monkeypatch.setattr(M, "REPLICA_PATH", (0.5, 1.0, 2.0))  # three points: CI time
+    monkeypatch.setenv(R.REPLICA_CACHE_ENV, str(tmp_path))
+    monkeypatch.setattr(R, "_REPLICA_MEMO", {})
+    monkeypatch.setattr(R, "REPLICA_PATH", (0.5, 1.0, 2.0))  # three points: CI time
     cell = Cell(method="erm:softmax", lam="replica", seed=0,
                 options={**OPTS, "replica_samples": 300},
                 **{**BASE, "delta": 0.01, "alpha": 1.0})
     out = run_cell(cell)
-    tcell = M.replica_cell(cell, M.SCHEMA.validate(cell.options))
-    topts = M.get_method(tcell.method).schema.validate(tcell.options)
+    tcell = R.replica_cell(cell, M.SCHEMA.validate(cell.options))
+    topts = R.get_method(tcell.method).schema.validate(tcell.options)
     curve = optimal_lambda_curve(tcell.task(D=1), "softmax", [0.5, 1.0],
                                  erm_options(topts, 0))
     assert out["lam"] == pytest.approx(curve[1].lam, rel=1e-9)
     assert out["replica_test_error"] == pytest.approx(curve[1].test_error, rel=1e-6)
-    below = M.replica_lam(dataclasses.replace(cell, alpha=0.5),
+    below = R.replica_lam(dataclasses.replace(cell, alpha=0.5),
                           M.SCHEMA.validate(cell.options))
     assert below["lam"] == pytest.approx(curve[0].lam, rel=1e-9)
-    assert len(list(tmp_path.glob("*.json"))) == len(M.REPLICA_PATH)
+    assert len(list(tmp_path.glob("*.json"))) == len(R.REPLICA_PATH)

@@ -102,11 +102,11 @@ def test_memory_limit_override(monkeypatch):
 def test_prerequisites_are_declared_on_the_entry_and_costed_once(tmp_path, monkeypatch):
     """ERM's lam='replica' declares what it reads from theory_erm on its registry entry; the
     generic cost layer prices it with theory_erm's own model, once per distinct point."""
-    import bayesslr.erm.method as erm_method
+    import bayesslr.theory.replica_lam as replica
     from bayesslr.sweep.cost import estimate, model_seconds, prerequisites
 
-    monkeypatch.setenv(erm_method.REPLICA_CACHE_ENV, str(tmp_path))
-    monkeypatch.setattr(erm_method, "_REPLICA_MEMO", {})
+    monkeypatch.setenv(replica.REPLICA_CACHE_ENV, str(tmp_path))
+    monkeypatch.setattr(replica, "_REPLICA_MEMO", {})
     spec = families()["erm"]
     assert spec.prerequisites is not None and spec.prerequisites.what == "replica lam"
     cells = [Cell("erm:softmax", alpha=2.0, lam="replica", D=40, seed=s) for s in range(3)]

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from bayesslr.erm import method as erm_method
 from bayesslr.registry import Cell, spread_units, units
+from bayesslr.theory import replica_lam as replica
 from conftest import AllAtOnce
 
 
@@ -23,8 +23,8 @@ def _row(cell: Cell) -> tuple:
 
 @pytest.fixture
 def empty_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv(erm_method.REPLICA_CACHE_ENV, str(tmp_path / "replica"))
-    monkeypatch.setattr(erm_method, "_REPLICA_MEMO", {})
+    monkeypatch.setenv(replica.REPLICA_CACHE_ENV, str(tmp_path / "replica"))
+    monkeypatch.setattr(replica, "_REPLICA_MEMO", {})
     return tmp_path / "replica"
 
 
@@ -41,17 +41,17 @@ def test_each_replica_path_starts_before_a_second_unit_waits_on_one(empty_cache)
     assert sorted(map(str, got)) == sorted(map(str, [_row(u[0]) for u in units(cells)]))
     assert got[3:] == [g for g in map(_row, cells[1:]) if g not in got[:3]]
     # the paths named are whole continuation paths: both alphas of a nu wait on one lock
-    keys = {erm_method._replica_waits_on(_erm(1.0, a, 0)) for a in (1.0, 2.0)}
+    keys = {replica._replica_waits_on(_erm(1.0, a, 0)) for a in (1.0, 2.0)}
     assert len(keys) == 1 and None not in keys
 
 
 def test_a_cached_path_waits_on_nothing(empty_cache):
     cell = _erm(1.0, 2.0, 0)
-    tcell = erm_method.replica_cell(cell, erm_method.get_method(cell.method).schema.validate({}))
-    key = erm_method._replica_key(tcell)
+    tcell = replica.replica_cell(cell, replica.get_method(cell.method).schema.validate({}))
+    key = replica._replica_key(tcell)
     empty_cache.mkdir(parents=True)
     (empty_cache / f"{key}.json").write_text(json.dumps({"lam": 0.1}))
-    assert erm_method._replica_waits_on(cell) is None
+    assert replica._replica_waits_on(cell) is None
     cells = [_erm(1.0, 2.0, s) for s in (0, 1)] + [_erm(2.0, 2.0, 0)]
     assert [u[0] for u in spread_units(units(cells))] == cells  # one path left: order kept
 

@@ -26,8 +26,8 @@ The activation's own scalars start at their registry defaults. Among the restart
 the lowest final objective is kept (per seed and per ``lam``).
 
 ``lam = "replica"``: the ``lam`` minimising the replica theory's test error at the cell's task
-and ``alpha`` (resolved, and cached on disk, by :func:`bayesslr.erm.method.replica_lam`; this
-module receives the number).
+and ``alpha`` (resolved, and cached on disk, by the one service
+:func:`bayesslr.theory.replica_lam.replica_lam`; this module receives the number).
 
 ``lam = "validation"``: the last ``val_frac`` of the training samples is held out; every ``lam``
 of the grid is fitted on the rest; the ``lam`` with the smallest validation risk ``mean (y - f)^2``
@@ -89,7 +89,7 @@ def parse_erm_lam(value: Any) -> float | str:
     """A ridge penalty of ERM (:func:`bayesslr.core.lam.parse_lam` narrowed to
     :data:`ERM_LAM_MODES`): a real ``>= 0``, ``"validation"`` (grid search on held-out training
     data) or ``"replica"`` (the lam minimising the replica theory's test error, resolved by
-    :func:`bayesslr.erm.method.replica_lam`)."""
+    :func:`bayesslr.theory.replica_lam.replica_lam`)."""
     return parse_lam(value, ERM_LAM_MODES)
 
 
@@ -473,7 +473,7 @@ def run_erm_protocol(task: TaskConfig, activation: str, n_train: int, lam: float
     lam : float or "validation"
         Ridge penalty ``lam_k = lam_v``, or ``"validation"`` (grid search on held-out training
         data, :func:`select_lam`). ``"replica"`` is resolved to a number by the registry entry
-        (:func:`bayesslr.erm.method.replica_lam`) before it gets here.
+        (:func:`bayesslr.theory.replica_lam.replica_lam`) before it gets here.
     seeds : sequence of int
         Seeds of teacher, data, test data and starts.
     opts : ERMOptions
@@ -505,7 +505,7 @@ def run_erm_protocol_grid(task: TaskConfig, activation: str, n_train: int, lams:
     lams = [parse_erm_lam(x) for x in lams]
     if "replica" in lams:
         raise ConfigError("lam='replica' is resolved by the registry entry erm:<activation> "
-                          "(bayesslr.erm.method.replica_lam); allowed here: real >= 0 or "
+                          "(bayesslr.theory.replica_lam.replica_lam); allowed here: real >= 0 or "
                           "'validation'")
     if lams.count("validation") > 1:
         raise ConfigError("lam='validation' is given twice; allowed: once")

@@ -116,7 +116,7 @@ def _prerequisite_model(rec: dict, cells: list[Cell]) -> float:
     records, the replica lam of ``lam = 'replica'`` ERM cells (measured with an empty cache)."""
     if "prerequisites_s" in rec:
         return float(rec["prerequisites_s"])
-    from bayesslr.erm.method import replica_cell
+    from bayesslr.theory.replica_lam import replica_cell
     from bayesslr.registry import get_method
 
     out = 0.0
