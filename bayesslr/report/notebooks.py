@@ -25,6 +25,7 @@ naming the extra (the CLI prints it on one line and exits 2).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import html
 import importlib.util
 import os
@@ -267,6 +268,11 @@ async def _execute_owned(client: Any, env: dict[str, str]) -> None:
         km, kc = client.km, client.kc
         client.km = client.kc = None
         try:
+            if km.has_kernel and not finished:
+                # SIGKILL to its process group first: the shutdown would interrupt it before
+                # killing it, and a kernel still starting prints a traceback when interrupted
+                with contextlib.suppress(RuntimeError, OSError):
+                    await ensure_async(km.signal_kernel(signal.SIGKILL))
             if km.has_kernel:
                 await ensure_async(km.shutdown_kernel(now=not finished))
         finally:
