@@ -6,9 +6,12 @@ from bayesslr.core import startup
 
 
 def main() -> None:
-    """Console entry point: handlers, then :func:`bayesslr.cli.main` on ``sys.argv``."""
+    """Console entry point: handlers, output that a closed pipe cannot fail
+    (:func:`~bayesslr.core.startup.tolerate_closed_output`), then :func:`bayesslr.cli.main` on
+    ``sys.argv``."""
     startup.install()
     startup.console = True
+    startup.tolerate_closed_output()
     from bayesslr.cli import main as cli_main
 
     cli_main()

@@ -6,7 +6,8 @@ separated) get their verb the same way. Exit statuses (:mod:`bayesslr.core.exit_
 every verb: 0 success; 2 bad input (one line on stderr naming the problem, never a traceback),
 or a results directory in use by another run; 3 a sweep finished with failed cells, or a
 single-run verb's cell failed; 4 a results file could not be written (one line: the path and
-the OS error); 130/143 interrupted by SIGINT/SIGTERM.
+the OS error); 5 a sweep lost its dask scheduler; 130/143 interrupted by SIGINT/SIGTERM. From
+the console a closed output pipe changes none of them (``bayesslr.core.startup``).
 """
 
 from __future__ import annotations

@@ -30,9 +30,12 @@ from __future__ import annotations
 import contextlib
 import importlib
 import importlib.util
+import logging
 import os
 import queue
+import re
 import signal
+import stat
 import sys
 import threading
 import time
@@ -412,6 +415,8 @@ class DaskExecutor:
         self._client = None
         self._cluster = None
         self._scratch: str | None = None
+        self._scratch_lock: int | None = None
+        self._quiet_logs: Callable[[], None] | None = None
         self._pids: list[int] = []
         self.interrupted = False
 
@@ -432,7 +437,9 @@ class DaskExecutor:
         (``Security.temporary()``: a fresh key and self-signed certificate that only this
         process and the workers it spawns hold), so another user or process of the machine
         cannot connect to it, let alone run code in its workers. Its workers keep their
-        scratch space in a private temporary directory removed at :meth:`close`."""
+        scratch space in a private temporary directory (:func:`make_scratch`) removed at
+        :meth:`close`; those a killed run left are removed first (:func:`remove_dead_scratch`).
+        Until :meth:`close`, dask's log records are one line each (:func:`one_line_logs`)."""
         import tempfile
 
         import dask
@@ -442,8 +449,10 @@ class DaskExecutor:
         if self._client is not None:
             return
         self.interrupted = False
+        self._quiet_logs = one_line_logs("distributed")
         if self.scheduler is None:
-            self._scratch = tempfile.mkdtemp(prefix="bayesslr-dask-")
+            remove_dead_scratch(Path(tempfile.gettempdir()))  # what SIGKILLed runs left
+            self._scratch, self._scratch_lock = make_scratch(Path(tempfile.gettempdir()))
         config = {**self._CONFIG, **(self._security_config or {})}
         if self._scratch is not None:
             config["temporary-directory"] = self._scratch
@@ -504,6 +513,13 @@ class DaskExecutor:
             import shutil
 
             shutil.rmtree(scratch, ignore_errors=True)
+        lock, self._scratch_lock = self._scratch_lock, None
+        if lock is not None:
+            with contextlib.suppress(OSError):
+                os.close(lock)
+        restore, self._quiet_logs = self._quiet_logs, None
+        if restore is not None:
+            restore()
 
     def run(self, cells: Sequence[Cell], on_done: OnDone, stop: StopFlag | None = None
             ) -> None:
@@ -593,6 +609,132 @@ def _worker_pids(cluster: Any) -> list[int]:
         if isinstance(pid, int) and pid > 0:
             pids.append(pid)
     return pids
+
+
+SCRATCH_PREFIX = "bayesslr-dask-"
+# bayesslr-dask-<pid of the run, for people>-<mkdtemp's suffix: letters, digits, _>
+_SCRATCH_NAME = re.compile(re.escape(SCRATCH_PREFIX) + r"([0-9]+)-[A-Za-z0-9_]+\Z")
+SCRATCH_LOCK = "owner.lock"
+
+
+def make_scratch(parent: Path) -> tuple[str, int]:
+    """A private scratch directory for the local cluster's workers, in ``parent``:
+    ``bayesslr-dask-<pid>-<random>`` (mode 0700) with ``owner.lock`` in it, held (``flock``)
+    by this process until it closes the descriptor returned, or dies: a run killed with
+    SIGKILL can be told from a live one by the next (:func:`remove_dead_scratch`). The
+    directory is made under a hidden name and renamed once its lock is held, so no other
+    process can see it with its lock free while its owner lives."""
+    import fcntl
+    import shutil
+    import tempfile
+
+    hidden = tempfile.mkdtemp(prefix=f".{SCRATCH_PREFIX}{os.getpid()}-", dir=parent)
+    try:
+        fd = os.open(os.path.join(hidden, SCRATCH_LOCK),
+                     os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            path = os.path.join(parent, os.path.basename(hidden)[1:])
+            os.rename(hidden, path)  # a new name: mkdtemp's random suffix, never taken
+        except OSError:
+            os.close(fd)
+            raise
+    except OSError:
+        shutil.rmtree(hidden, ignore_errors=True)
+        raise
+    return path, fd
+
+
+def _lock_free(path: str) -> bool:
+    """Whether ``path`` is a regular file (not a link) that no process holds a ``flock`` on:
+    its owner is dead. Anything else there, or nothing, is not taken as proof of death."""
+    import fcntl
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return False
+        return True
+    finally:
+        os.close(fd)
+
+
+def remove_dead_scratch(parent: Path) -> list[Path]:
+    """Remove from ``parent`` the scratch directories of local clusters whose run died without
+    cleaning up (SIGKILL, a crash); returns those removed.
+
+    Only a directory that this package named (``bayesslr-dask-<pid>-<random>``, from
+    :func:`make_scratch`), that is a real directory (not a link) owned by this user, and whose
+    ``owner.lock`` is a regular file that no process holds (the kernel releases a ``flock``
+    when its holder dies, however it dies), is removed; anything else in ``parent``, another
+    user's or a live run's, is left alone. The removal does not follow links inside the
+    directory."""
+    import shutil
+
+    removed: list[Path] = []
+    try:
+        entries = list(os.scandir(parent))
+    except OSError:
+        return removed
+    for entry in entries:
+        if _SCRATCH_NAME.match(entry.name) is None:
+            continue
+        try:
+            st = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if (not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid()
+                or not _lock_free(os.path.join(entry.path, SCRATCH_LOCK))):
+            continue
+        shutil.rmtree(entry.path, ignore_errors=True)
+        if not os.path.lexists(entry.path):
+            removed.append(Path(entry.path))
+    return removed
+
+
+class _OneLine(logging.Filter):
+    """Turns a log record into one line: its message and, instead of a traceback, the
+    exception's type and message; a record that says nothing but that a coroutine was
+    cancelled (dask's reconnection, stopped as its client closes) is dropped."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = " ".join(record.getMessage().split())
+        exc = record.exc_info[1] if record.exc_info else None
+        if exc is not None:
+            import asyncio
+
+            if isinstance(exc, asyncio.CancelledError) and text in ("", str(exc)):
+                return False
+            why = " ".join(f"{type(exc).__name__}: {exc}".split()).rstrip(": ")
+            text = why if text in ("", str(exc).strip()) else f"{text} ({why})"
+        record.msg, record.args = text[:MAX_ERROR_CHARS], ()
+        record.exc_info, record.exc_text, record.stack_info = None, None, None
+        return True
+
+
+def one_line_logs(prefix: str) -> Callable[[], None]:
+    """Make every log record of the loggers named ``prefix`` or ``prefix.*`` one line
+    (:class:`_OneLine`; dask logs a 35-line traceback when its client loses the scheduler,
+    before the sweep stops with one line of its own); returns the function that undoes it."""
+    filt = _OneLine()
+    loggers = [logging.getLogger(prefix)] + [
+        lg for name, lg in list(logging.root.manager.loggerDict.items())
+        if name.startswith(prefix + ".") and isinstance(lg, logging.Logger)]
+    for lg in loggers:
+        lg.addFilter(filt)
+
+    def restore() -> None:
+        for lg in loggers:
+            lg.removeFilter(filt)
+
+    return restore
 
 
 def load_security_config(path: Path) -> dict[str, Any]:
