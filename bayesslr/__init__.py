@@ -27,6 +27,8 @@ The public API, one name per task (each documented with a runnable example):
   :func:`targets` (the stored ones by name), :func:`target` (a :class:`Target`: a pure JAX
   log density, teacher, data, prior starts and the Bayes-optimal reference) and
   :func:`score_draws` (draws from any sampler scored against the reference);
+  :func:`leaderboard` (NUTS in NumPyro, BlackJAX and nutpie on every target at equal gradient
+  budgets) and :func:`place_on_leaderboard` (a user's score beside it);
 * JAX set-up, explicit: :func:`configure_jax` (the ``bayesslr`` command calls it; importing
   the package changes no environment variable and no JAX setting).
 
@@ -75,6 +77,8 @@ _API: dict[str, str] = {
     "target": "bayesslr.posteriors.target",
     "Target": "bayesslr.posteriors.target",
     "score_draws": "bayesslr.posteriors.target",
+    "leaderboard": "bayesslr.crosslibrary.board",
+    "place_on_leaderboard": "bayesslr.crosslibrary.board",
 }
 
 __all__ = ["__version__", *_API]

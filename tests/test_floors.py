@@ -16,7 +16,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "bayesslr"
 FAMILIES = ("population", "bayes", "erm", "theory", "amp", "inference", "multihead")
 FLOORS: dict[str, int] = {"core": 0, "registry": 1, **dict.fromkeys(FAMILIES, 2),
                           "results": 3, "export": 3, "posteriors": 3, "ground_truth": 3,
-                          "leaderboard": 3,
+                          "crosslibrary": 3,
                           "sweep": 4, "report": 5, "commands": 6,
                           "cli": 6, "__main__": 6}
 
