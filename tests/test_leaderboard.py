@@ -10,6 +10,8 @@ import importlib
 import importlib.util
 import json
 import math
+import re
+from pathlib import Path
 
 import jax
 import numpy as np
@@ -18,6 +20,7 @@ import pytest
 import bayesslr as bs
 from bayesslr.core.task import ConfigError
 from bayesslr.crosslibrary import build, checkpoints, runners
+from bayesslr.crosslibrary.board import markdown_table
 
 T = "slr_spiked_L3_nu2_delta0.01-D50_alpha5_seed0"
 MODULES = ("runners", "checkpoints", "build", "board", "figure")
@@ -155,3 +158,21 @@ def test_doctests(module):
         runner.run(t)
         ran += 1
     assert ran and runner.failures == 0, f"{module}: {runner.failures} failed"
+
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "targets.md"
+
+
+def test_docs_table_is_the_shipped_board(board):
+    text = DOC.read_text()
+    table = text.split("<!-- leaderboard table:", 1)[1].split("-->", 1)[1]
+    table = table.split("<!-- end leaderboard table -->", 1)[0].strip()
+    assert table == markdown_table(board)
+
+
+def test_docs_three_lines_run(capsys):
+    text = DOC.read_text().split("## Leaderboard", 1)[1].split("\n## ", 1)[0]
+    (code,) = re.findall(r"```py\n(.*?)```", text, re.S)
+    exec(compile(code, "docs/targets.md#leaderboard", "exec"), {})
+    out = capsys.readouterr().out
+    assert "yours" in out and "nutpie" in out

@@ -165,9 +165,10 @@ def place_on_leaderboard(score: dict[str, Any], grad_evals: float, *,
             .sort_values("excess", na_position="last").reset_index(drop=True))
 
 
-def _fmt_excess(e: float, se: float, reach: bool, conv: bool) -> str:
+def _fmt_excess(e: float, se: float, reach: bool, conv: bool, status: str) -> str:
     if not math.isfinite(e):
-        return "—"
+        return {"warmup_unfinished": "warm-up > budget", "missing": "not run"}.get(status,
+                                                                                 status)
     s = f"{e:+.4f} ± {se:.4f}"
     s = f"**{s}**" if reach else s
     return s if conv else s + " †"
@@ -180,8 +181,9 @@ def _fmt_num(x: float, fmt: str) -> str:
 def markdown_table(board: xr.Dataset | None = None, budget: float | None = None) -> str:
     """The board as the Markdown table of docs/targets.md ("Leaderboard"), at ``budget``
     (default the largest): per target, each library's excess ± se (bold: it reaches the
-    reference; †: not converged; —: no draws at this budget), gradients to reach the
-    reference (— never), ESS per 1000 gradients and ESS per CPU second.
+    reference; †: not converged; otherwise the status: the warm-up alone exceeded the budget,
+    the pair was not run), gradients to reach the reference (— never), ESS per 1000 gradients
+    and ESS per CPU second (—: no draws).
 
     Examples
     --------
@@ -204,7 +206,8 @@ def markdown_table(board: xr.Dataset | None = None, budget: float | None = None)
         cells = [_fmt_excess(float(at["excess"].sel(library=x)),
                              float(at["excess_stderr"].sel(library=x)),
                              bool(at["reaches_reference"].sel(library=x) == 1),
-                             bool(at["converged"].sel(library=x) == 1)) for x in libs]
+                             bool(at["converged"].sel(library=x) == 1),
+                             str(at["status"].sel(library=x).values)) for x in libs]
         g2r = ", ".join(_fmt_num(float(r["grads_to_reference"].sel(library=x)), ".0e")
                         for x in libs)
         epg = ", ".join(_fmt_num(1000 * float(at["ess_per_grad"].sel(library=x)), ".2f")

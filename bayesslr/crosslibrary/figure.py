@@ -4,9 +4,9 @@ One panel per target, one line per library; each point is a budget's prefix of o
 (:mod:`bayesslr.crosslibrary.checkpoints`) at its gradient evaluations, with its paired
 standard error. A point whose chains did not converge (R-hat above 1.05, bulk ESS below 100
 or a divergence) is drawn hollow grey, as in every figure of the report; a budget at which a
-library had no draws (its warm-up was not finished) has no point. The excess axis is
-symmetric-logarithmic: linear within ``LINTHRESH`` of zero (where the paired standard errors
-live), logarithmic beyond.
+library had no draws (its warm-up was not finished) has no point, and a panel says which
+libraries were not run. The excess axis is linear, each panel its own range (the excesses of
+teacher-started chains are of the size of their standard errors, 1e-4 - 1e-3).
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import numpy as np
 COLORS = {"numpyro": "#1f77b4", "blackjax": "#d62728", "nutpie": "#2ca02c"}
 MARKERS = {"numpyro": "o", "blackjax": "s", "nutpie": "^"}
 FLAG_COLOR = "0.55"
-LINTHRESH = 1e-3
 
 
 def short_title(name: str) -> str:
@@ -61,6 +60,7 @@ def error_vs_grads(board: Any = None, *, cols: int = 4) -> Any:
                              squeeze=False, layout="constrained")
     for ax, name in zip(axes.flat, names, strict=False):
         sub = board.sel(target=name)
+        notes = []
         for alg in sub["algorithm"].values:
             for lib in sub["library"].values:
                 r = sub.sel(library=lib, algorithm=alg)
@@ -68,6 +68,11 @@ def error_vs_grads(board: Any = None, *, cols: int = 4) -> Any:
                            ("grad_evals", "excess", "excess_stderr"))
                 conv = np.asarray(r["converged"].values, float) == 1
                 ok = np.isfinite(x) & np.isfinite(y)
+                st = set(map(str, np.asarray(r["status"].values).ravel()))
+                if st <= {"missing", "failed"}:
+                    notes.append(f"{lib}: not run" if st == {"missing"} else f"{lib}: failed")
+                elif not ok.any():
+                    notes.append(f"{lib}: warm-up > every budget")
                 color = COLORS.get(str(lib), "k")
                 ax.plot(x[ok], y[ok], "-", color=color, lw=1.2, alpha=0.8)
                 good, bad = ok & conv, ok & ~conv
@@ -78,7 +83,10 @@ def error_vs_grads(board: Any = None, *, cols: int = 4) -> Any:
                             capsize=2)
         ax.axhline(0.0, color="k", lw=0.6)
         ax.set_xscale("log")
-        ax.set_yscale("symlog", linthresh=LINTHRESH)
+        ax.ticklabel_format(axis="y", style="sci", scilimits=(-2, 2))
+        if notes:
+            ax.text(0.03, 0.97, "\n".join(notes), transform=ax.transAxes, va="top",
+                    fontsize=7, color="0.3")
         ax.set_title(short_title(name), fontsize=9)
         ax.tick_params(labelsize=7)
         ax.set_xlim(float(board["budget"].min()) / 2, float(board["budget"].max()) * 1.5)

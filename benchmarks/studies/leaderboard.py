@@ -7,6 +7,8 @@ The functions are the library's (:mod:`bayesslr.crosslibrary`); this script only
         [--libraries numpyro,blackjax,nutpie] [--retry-failed]     # one file per (target, library)
     .venv/bin/python benchmarks/studies/leaderboard.py assemble [--work DIR] [--out FILE]
     .venv/bin/python benchmarks/studies/leaderboard.py figure [--board FILE] [--out PNG]
+        # the figure, docs/figures/leaderboard.png, and the table of docs/targets.md rewritten
+        # between its markers from the board (tests/test_leaderboard.py checks they agree)
 
 ``run --reverse`` is a second builder on the same work directory (each pair is claimed by the
 builder that runs it). ``run`` resumes: a pair whose file exists in the work directory (default
@@ -39,6 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     a = sub.add_parser("assemble")
     a.add_argument("--work", type=Path, default=WORK)
     a.add_argument("--out", type=Path, default=ROOT / "bayesslr" / "data" / "leaderboard.nc")
+    a.add_argument("--revision", default=None, help="the revision to record (default the "
+                   "tree's, -dirty when tracked files are modified)")
     f = sub.add_parser("figure")
     f.add_argument("--board", type=Path, default=None)
     f.add_argument("--out", type=Path, default=ROOT / "docs" / "figures" / "leaderboard.png")
@@ -59,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.cmd == "assemble":
             from bayesslr.crosslibrary.build import assemble
 
-            ds = assemble(args.work, args.out)
+            ds = assemble(args.work, args.out, revision=args.revision)
             print(f"{args.out}: revision {ds.attrs['revision']}, missing "
                   f"{ds.attrs['missing']}, failed {ds.attrs['failed']}")
         else:
@@ -67,8 +71,18 @@ def main(argv: list[str] | None = None) -> int:
 
             board = None if args.board is None else bs.leaderboard(args.board)
             fig = error_vs_grads(board)
-            fig.savefig(args.out, dpi=130)
+            fig.savefig(args.out, dpi=110)
             print(args.out)
+            from bayesslr.crosslibrary.board import markdown_table
+
+            table = markdown_table(board)
+            doc = ROOT / "docs" / "targets.md"
+            head, rest = doc.read_text().split("<!-- leaderboard table:", 1)
+            line, rest = rest.split("-->", 1)
+            _, tail = rest.split("<!-- end leaderboard table -->", 1)
+            doc.write_text(f"{head}<!-- leaderboard table:{line}-->\n{table}\n"
+                           f"<!-- end leaderboard table -->{tail}")
+            print(table)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
