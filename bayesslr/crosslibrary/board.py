@@ -60,7 +60,7 @@ def leaderboard(path: str | Path | None = None) -> xr.Dataset:
     --------
     >>> import bayesslr as bs
     >>> board = bs.leaderboard()
-    >>> list(board["library"].values), board.sizes["target"]
+    >>> [str(x) for x in board["library"].values], board.sizes["target"]
     (['numpyro', 'blackjax', 'nutpie'], 16)
     >>> ex = board["excess"].sel(target="slr_spiked_L3_nu2_delta0.01-D50_alpha5_seed0",
     ...                          algorithm="nuts")

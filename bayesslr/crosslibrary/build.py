@@ -259,7 +259,7 @@ def assemble(work: Path, out: Path | None = None, *, targets: Any = None,
     >>> from bayesslr.crosslibrary.build import assemble
     >>> t = "slr_spiked_L3_nu2_delta0.01-D50_alpha5_seed0"
     >>> ds = assemble(tempfile.mkdtemp(), targets=[t], budgets=(3000.0, 1e4))
-    >>> dict(ds.sizes), sorted(set(ds["status"].values.ravel()))
+    >>> dict(ds.sizes), sorted({str(x) for x in ds["status"].values.ravel()})
     ({'target': 1, 'library': 3, 'algorithm': 1, 'budget': 2}, ['missing'])
     >>> bool(ds["never_reaches_reference"].all()), bool(ds["grads_to_reference"].isnull().all())
     (True, True)
