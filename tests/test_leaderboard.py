@@ -37,10 +37,9 @@ def test_shipped_board_has_every_target_and_three_libraries(board):
     assert set(map(str, board["library"].values)) >= {"numpyro", "blackjax", "nutpie"}
     status = board["status"]
     assert set(np.unique(status.values)) <= set(checkpoints.STATUSES)
-    # every (target, library) was run: none is missing or failed
-    ran = ~status.isin(["missing", "failed"]).all("budget")
-    assert bool(ran.all()), [str(x) for x in board["target"].values[~ran.all(
-        ["library", "algorithm"]).values]]
+    missing = status.isin(["missing"]).all("budget")
+    listed = json.loads(board.attrs["missing"])
+    assert len(listed) == int(missing.sum())
     ok = status == "ok"
     assert bool(np.isfinite(board["excess"].where(ok)).sum() == ok.sum())
     assert bool((board["grad_evals"].where(ok) <= board["budget"]).where(ok, True).all())
@@ -55,6 +54,12 @@ def test_shipped_board_has_every_target_and_three_libraries(board):
     assert json.loads(board.attrs["budgets"]) == list(board["budget"].values)
     for name in board.data_vars:
         assert board[name].attrs.get("description"), name
+
+
+def test_shipped_board_ran_three_libraries_on_every_target(board):
+    """Issue 38's criterion: no (target, library) missing or failed in the shipped file."""
+    ran = ~board["status"].isin(["missing", "failed"]).all("budget")
+    assert bool(ran.all()), json.loads(board.attrs["missing"])
 
 
 @pytest.mark.parametrize("library", ["numpyro", "blackjax"])
