@@ -42,6 +42,10 @@ SHIPPED: dict[str, tuple[str, str]] = {
                                 "reach them in about two hours (reductions)"),
     "paper": ("paper.nc", "bayesslr results at the paper's sizes: the paper preset "
                           "(docs/paper.md), nothing reduced"),
+    "dynamics": ("dynamics.nc", "bayesslr dynamics results: the dynamics preset "
+                                "(docs/dynamics.md), GD trajectories at D = 200 and the hard "
+                                "window at Delta = 1e-4 (state evolution, PT from random and "
+                                "teacher starts, GAMP)"),
 }
 
 # what the reference preset reduces against the paper preset, and why (kept with the data;
