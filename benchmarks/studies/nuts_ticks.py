@@ -129,7 +129,6 @@ class _State(NamedTuple):
 
 
 _TREE = 14  # fields of _State that are the iteration's tree
-_SUBTREE = 11  # the subtree's, after them
 
 
 def _is_turning(inv_mass: Array, r_left: Array, r_right: Array, r_sum: Array) -> Array:
@@ -137,10 +136,6 @@ def _is_turning(inv_mass: Array, r_left: Array, r_right: Array, r_sum: Array) ->
     over the leading axes of its arguments."""
     rs = r_sum - (r_left + r_right) / 2
     return (jnp.sum(inv_mass * r_left * rs, -1) <= 0) | (jnp.sum(inv_mass * r_right * rs, -1) <= 0)
-
-
-def _popcount(n: Array) -> Array:
-    return lax.population_count(n)
 
 
 def nuts_draws(potential: Callable[[Array], Array], z0: Array, step_size: Array,
@@ -208,7 +203,8 @@ def _new_iteration(inv_mass, z, pe, g, r):
 
 
 def _new_subtree(tree, right):
-    """An empty subtree at the tree's edge on the side ``right``: :data:`_SUBTREE` fields."""
+    """An empty subtree at the tree's edge on the side ``right`` (the fields of
+    :class:`_State` after the tree's)."""
     _, zl, rl, gl, zr, rr, gr = tree[:7]
     ez, er, eg = (jnp.where(right, a, b) for a, b in ((zr, zl), (rr, rl), (gr, gl)))
     f0 = jnp.zeros((), ez.dtype)
