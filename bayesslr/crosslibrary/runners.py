@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -162,6 +163,38 @@ def _stack(ks: list, vs: list, gs: list, dv: list, chains: int, D: int) -> dict:
             "grads": np.concatenate(gs, 1), "divergent": np.concatenate(dv, 1)}
 
 
+def _until_budget(start: Callable[[], tuple[Any, Any]],
+                  step: Callable[[int, Any], tuple[Any, tuple[Any, Any, Any]]], chains: int,
+                  budget: float, D: int) -> dict:
+    """The sampling loop of the JAX runners, timed from the warm-up on.
+
+    ``state, warmup_steps = start()`` runs the warm-up; then ``state, (draws, n_steps,
+    divergent) = step(i, state)`` for ``i = 0, 1, ...`` (``CHUNK`` iterations per chain each,
+    ``draws`` a ``{"k", "v"}`` dict) until ``budget`` gradients (the starts', the warm-up's and
+    the chunks') are spent or ``MAX_ITERATIONS`` are drawn. Returns the :class:`Run` fields of
+    the draws (:func:`_stack`), ``warmup_grads``, ``init_grads`` and ``timeline``.
+    """
+    ks, vs, gs, dv = [], [], [], []
+    clock = _Clock()
+    timeline = [(chains, 0.0, 0.0)]
+    state, w = start()
+    w_grads = np.asarray(w, np.int64).reshape(chains, -1)
+    spent = chains + int(w_grads.sum())
+    timeline.append((spent, *clock.now()))
+    i = 0
+    while spent < budget and len(gs) * CHUNK < MAX_ITERATIONS:
+        state, (z, n, d) = step(i, state)
+        ks.append(np.asarray(z["k"]))
+        vs.append(np.asarray(z["v"]))
+        gs.append(np.asarray(n, np.int64))
+        dv.append(np.asarray(d, bool))
+        spent += int(gs[-1].sum())
+        timeline.append((spent, *clock.now()))
+        i += 1
+    return {**_stack(ks, vs, gs, dv, chains, D), "warmup_grads": w_grads,
+            "init_grads": chains, "timeline": np.asarray(timeline)}
+
+
 def _teacher_starts(target: Any, chains: int, dtype: Any = np.float32) -> dict[str, np.ndarray]:
     return {c: np.tile(np.asarray(target.teacher[c], dtype), (chains, 1)) for c in "kv"}
 
@@ -212,21 +245,8 @@ def run_numpyro(target: Any, *, chains: int = DEFAULT_CHAINS, warmup: int = DEFA
     warm, c1 = _aot(jax.vmap(warm_one), keys, init)
     state_shape = jax.eval_shape(jax.vmap(warm_one), keys, init)[0]
     chunk, c2 = _aot(jax.vmap(chunk_one), state_shape)
-    ks, vs, gs, dv = [], [], [], []
-    clock = _Clock()
-    timeline = [(chains, 0.0, 0.0)]
-    state, w = warm(keys, init)
-    w_grads = np.asarray(w, np.int64).reshape(chains, -1)
-    spent = chains + int(w_grads.sum())
-    timeline.append((spent, *clock.now()))
-    while spent < budget and len(gs) * CHUNK < MAX_ITERATIONS:
-        state, (z, n, d) = chunk(state)
-        ks.append(np.asarray(z["k"]))
-        vs.append(np.asarray(z["v"]))
-        gs.append(np.asarray(n, np.int64))
-        dv.append(np.asarray(d, bool))
-        spent += int(gs[-1].sum())
-        timeline.append((spent, *clock.now()))
+    drawn = _until_budget(lambda: warm(keys, init), lambda _, state: chunk(state), chains,
+                          budget, target.D)
     settings = {"numpyro": numpyro.__version__,
                 "kernel": "numpyro.infer.hmc.hmc(algo='NUTS'), the kernel of "
                           "numpyro.infer.NUTS, with NUTS's defaults",
@@ -234,9 +254,7 @@ def run_numpyro(target: Any, *, chains: int = DEFAULT_CHAINS, warmup: int = DEFA
                    for k, v in kw.items() if k != "num_warmup"},
                 "chain_method": "vmap (MCMC's 'vectorized')", "chains": chains,
                 "warmup": warmup, "dtype": "float32", "start": "teacher"}
-    return Run("numpyro", **_stack(ks, vs, gs, dv, chains, target.D), warmup_grads=w_grads,
-               init_grads=chains, timeline=np.asarray(timeline), compile_s=c1 + c2,
-               settings=settings)
+    return Run("numpyro", **drawn, compile_s=c1 + c2, settings=settings)
 
 
 def run_blackjax(target: Any, *, chains: int = DEFAULT_CHAINS, warmup: int = DEFAULT_WARMUP,
@@ -273,33 +291,24 @@ def run_blackjax(target: Any, *, chains: int = DEFAULT_CHAINS, warmup: int = DEF
     warm, c1 = _aot(jax.vmap(warm_one), wkeys, init)
     state_shape, params_shape, _ = jax.eval_shape(jax.vmap(warm_one), wkeys, init)
     chunk, c2 = _aot(jax.vmap(chunk_one), wkeys, state_shape, params_shape)
-    ks, vs, gs, dv = [], [], [], []
-    clock = _Clock()
-    timeline = [(chains, 0.0, 0.0)]
-    state, params, w = warm(wkeys, init)
-    w_grads = np.asarray(w, np.int64).reshape(chains, -1)
-    spent = chains + int(w_grads.sum())
-    timeline.append((spent, *clock.now()))
-    i = 0
-    while spent < budget and len(gs) * CHUNK < MAX_ITERATIONS:
+    def start():
+        state, params, w = warm(wkeys, init)
+        return (state, params), w
+
+    def step(i, state_params):
+        state, params = state_params
         keys = jax.random.split(jax.random.fold_in(key_run, i), chains)
-        state, (pos, n, d) = chunk(keys, state, params)
-        ks.append(np.asarray(pos["k"]))
-        vs.append(np.asarray(pos["v"]))
-        gs.append(np.asarray(n, np.int64))
-        dv.append(np.asarray(d, bool))
-        spent += int(gs[-1].sum())
-        timeline.append((spent, *clock.now()))
-        i += 1
+        state, out = chunk(keys, state, params)
+        return (state, params), out
+
+    drawn = _until_budget(start, step, chains, budget, target.D)
     settings = {"blackjax": blackjax.__version__,
                 "kernel": "blackjax.window_adaptation(blackjax.nuts) + blackjax.nuts",
                 "target_acceptance_rate": 0.8, "is_mass_matrix_diagonal": True,
                 "initial_step_size": 1.0, "max_num_doublings": 10,
                 "chain_method": "vmap, one adaptation per chain", "chains": chains,
                 "warmup": warmup, "dtype": "float32", "start": "teacher"}
-    return Run("blackjax", **_stack(ks, vs, gs, dv, chains, target.D), warmup_grads=w_grads,
-               init_grads=chains, timeline=np.asarray(timeline), compile_s=c1 + c2,
-               settings=settings)
+    return Run("blackjax", **drawn, compile_s=c1 + c2, settings=settings)
 
 
 def _nutpie_counts(trace: Any, chains: int) -> tuple[np.ndarray, np.ndarray, np.ndarray,
