@@ -34,7 +34,7 @@ import secrets
 import socket
 import stat
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -145,6 +145,28 @@ def read_regular(path: Path, max_bytes: int) -> bytes:
         return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+def checked_json_object(doc: Any, checksum: Callable[[Any], str], error: type[Exception], *,
+                        require_checksum: bool) -> dict[str, Any]:
+    """``doc`` (a parsed JSON document) once it is a JSON object whose ``checksum`` key is
+    ``checksum(doc)``; otherwise ``error(why)``: not an object, no checksum (only with
+    ``require_checksum``), or a checksum that does not match (or cannot be computed: a value
+    the hash's ``json.dumps`` refuses). The check of the results directory's artefacts and of
+    the theory checkpoints, each with its own hash and error class."""
+    if not isinstance(doc, dict):
+        raise error(f"not a JSON object (a {type(doc).__name__})")
+    if "checksum" not in doc:
+        if require_checksum:
+            raise error("no checksum")
+        return doc
+    try:
+        ok = doc["checksum"] == checksum(doc)
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise error("content does not match its checksum")
+    return doc
 
 
 def env_dir(variable: str, default: Path) -> Path | None:

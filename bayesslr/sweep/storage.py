@@ -75,6 +75,7 @@ from bayesslr.core.files import (  # the one durable-write layer
     LockUnsupported,
     NotRegularFile,
     StoreError,
+    checked_json_object,
     read_regular,
     remove_dead_tmp,
     tmp_writer_gone,
@@ -356,18 +357,8 @@ def read_checked_json(path: Path, *, require_checksum: bool) -> dict[str, Any] |
         doc = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise BadArtefact(f"not JSON ({type(exc).__name__})") from None
-    if not isinstance(doc, dict):
-        raise BadArtefact(f"not a JSON object (a {type(doc).__name__})")
-    if "checksum" in doc:
-        try:
-            ok = doc["checksum"] == json_checksum(doc)
-        except (TypeError, ValueError):
-            ok = False
-        if not ok:
-            raise BadArtefact("content does not match its checksum")
-    elif require_checksum:
-        raise BadArtefact("no checksum")
-    return doc
+    return checked_json_object(doc, json_checksum, BadArtefact,
+                               require_checksum=require_checksum)
 
 
 # --------------------------------------------------------------------------------------------

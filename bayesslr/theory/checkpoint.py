@@ -50,7 +50,13 @@ from typing import Any
 
 import numpy as np
 
-from bayesslr.core.files import StoreError, env_dir, read_regular, write_text_atomic
+from bayesslr.core.files import (
+    StoreError,
+    checked_json_object,
+    env_dir,
+    read_regular,
+    write_text_atomic,
+)
 
 CHECKPOINT_ENV = "BAYESSLR_PATH_CHECKPOINTS"
 FORMAT = 1  # part of the path key; the checksum came without changing it (files lacking one
@@ -110,17 +116,7 @@ def read_checkpoint_file(path: Path) -> dict[str, Any]:
         doc = json.loads(text)
     except (ValueError, RecursionError):
         raise UntrustedCheckpoint("not JSON") from None
-    if not isinstance(doc, dict):
-        raise UntrustedCheckpoint(f"not a JSON object (a {type(doc).__name__})")
-    if "checksum" not in doc:
-        raise UntrustedCheckpoint("no checksum")
-    try:
-        ok = doc["checksum"] == _checksum(doc)
-    except (TypeError, ValueError):
-        ok = False
-    if not ok:
-        raise UntrustedCheckpoint("content does not match its checksum")
-    return doc
+    return checked_json_object(doc, _checksum, UntrustedCheckpoint, require_checksum=True)
 
 
 def checkpoint_dir() -> Path | None:
