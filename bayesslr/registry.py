@@ -30,7 +30,14 @@ from typing import Any
 
 from bayesslr.core.activations import ACTIVATIONS
 from bayesslr.core.options import Schema
-from bayesslr.core.task import ConfigError, TaskConfig, check_int, check_real, make_task
+from bayesslr.core.task import (
+    ConfigError,
+    LengthLaw,
+    TaskConfig,
+    check_int,
+    check_real,
+    make_task,
+)
 
 Scalar = float | int | bool | str
 
@@ -110,6 +117,11 @@ class Cell:
         if self.alpha is None:
             raise ConfigError("alpha is not set; allowed: real > 0")
         return max(1, int(round(self.alpha * self.dimension())))
+
+    def sizes(self) -> tuple[int, int, int]:
+        """``(D, N, L_max)``: :meth:`dimension`, :meth:`n_train` and the longest sequence of
+        the length law, what the families' memory and cost models are written in."""
+        return self.dimension(), self.n_train(), LengthLaw.parse(self.L).L_max
 
     def task(self, D: int | None = None) -> TaskConfig:
         """The validated :class:`TaskConfig` of this cell (``D`` defaults to :meth:`dimension`)."""

@@ -23,7 +23,7 @@ from bayesslr.amp.data import BLOCK_BYTES, EXACT_BELOW_BYTES, amp_test_data, amp
 from bayesslr.amp.gamp import GampOptions, gamp, gamp_predict
 from bayesslr.core.metrics import test_errors
 from bayesslr.core.options import Opt, schema_of
-from bayesslr.core.task import LengthLaw, algorithm_key, seed_key
+from bayesslr.core.task import algorithm_key, seed_key
 from bayesslr.registry import (
     Cell,
     CliFace,
@@ -43,16 +43,11 @@ SCHEMA = schema_of(GampOptions, "amp") + (
 TRAJECTORY = ("m_k", "q_k", "m_v", "q_v", "m_vk", "q_kv", "damping", "delta")
 
 
-def _sizes(cell: Cell) -> tuple[int, int, int]:
-    D = cell.dimension()
-    return D, cell.n_train(), LengthLaw.parse(cell.L).L_max
-
-
 def _memory(cell: Cell, opts: Mapping[str, Any]) -> Resources:
     """The larger of the training and test ``X`` (float32; the test set is drawn once the
     training ``X`` is freed), plus the draw's block (or ``sample_task``'s ~6x peak of both
     for small draws), GAMP's per-token arrays and the channel's quadrature blocks."""
-    D, N, L = _sizes(cell)
+    D, N, L = cell.sizes()
     n_test = opts["n_test"]
     both = 4.0 * L * D * (N + n_test)
     x = 4.0 * L * D * max(N, n_test)
@@ -70,7 +65,7 @@ def _memory(cell: Cell, opts: Mapping[str, Any]) -> Resources:
 def _cost(cell: Cell, opts: Mapping[str, Any]) -> float:
     """Modelled core-seconds: the draw (~10 s per GB of X), iterations (two passes over X at
     ~4 GB/s, plus the channel), about 60 iterations (100 with damping for spiked)."""
-    D, N, L = _sizes(cell)
+    D, N, L = cell.sizes()
     gb = 4.0 * L * D * (N + opts["n_test"]) / 1e9
     iters = min(opts["max_iter"], 100 if cell.variant == "spiked" else 60)
     chan = N * L * (2e-6 if cell.variant == "spiked" else 2e-5)

@@ -39,7 +39,6 @@ from bayesslr.core.options import Opt
 from bayesslr.core.task import (
     ConfigError,
     Data,
-    LengthLaw,
     TaskConfig,
     Teacher,
     algorithm_key,
@@ -108,13 +107,8 @@ def _check(cell: Cell, opts: Mapping[str, Any]) -> None:
             check_tempered(sampler, init)
 
 
-def _sizes(cell: Cell) -> tuple[int, int, int]:
-    D = cell.dimension()
-    return D, cell.n_train(), LengthLaw.parse(cell.L).L_max
-
-
 def _memory(cell: Cell, opts: Mapping[str, Any]) -> Resources:
-    D, N, L = _sizes(cell)
+    D, N, L = cell.sizes()
     C, runs = opts["chains"], len(opts["init"])
     data = (N + opts["n_test"]) * L * D * 4 * 2  # drawn in float32, copied once for the sampler
     held = f"train + test data (N={N}, n_test={opts['n_test']}) x L={L} x D={D}"
@@ -155,7 +149,7 @@ def _cost(cell: Cell, opts: Mapping[str, Any]) -> float:
     the gradient evaluations are the iterations times :data:`GRADS_PER_ITERATION` (its ``_DEEP``
     twin below :data:`DEEP_TREES_BELOW_ALPHA`). Fitted to the reference run's 36 cells
     (``D = 100``, ``alpha`` 1 to 12, 4 chains; benchmarks/README.md, "Cost model")."""
-    D, N, L = _sizes(cell)
+    D, N, L = cell.sizes()
     if opts["sampler"] == "pt":
         grads = ((opts["warmup"] + opts["draws"]) * opts["chains"] * opts["replicas"]
                  * opts["pt_integration_steps"] * len(opts["init"]))

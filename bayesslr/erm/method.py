@@ -31,7 +31,7 @@ import numpy as np
 
 from bayesslr.core.activations import ACTIVATIONS
 from bayesslr.core.options import Opt, schema_of
-from bayesslr.core.task import OVERLAP_NAMES, ConfigError, LengthLaw
+from bayesslr.core.task import OVERLAP_NAMES, ConfigError
 from bayesslr.erm.gd import GDOptions, gd_trajectory
 from bayesslr.erm.protocol import ERMOptions, parse_erm_lam, run_erm_protocol_grid
 from bayesslr.registry import (
@@ -79,16 +79,12 @@ def _check(cell: Cell, opts: Mapping[str, Any]) -> None:
         validate_cell(replica_cell(cell, opts))  # task, alpha and theory options, no work
 
 
-def _sizes(cell: Cell) -> tuple[int, int, int]:
-    return cell.dimension(), cell.n_train(), LengthLaw.parse(cell.L).L_max
-
-
 def _members(cell: Cell, opts: Mapping[str, Any]) -> int:
     return opts["restarts"] * (len(opts["lam_grid"]) if cell.lam == "validation" else 1)
 
 
 def _memory(cell: Cell, opts: Mapping[str, Any]) -> Resources:
-    D, N, L = _sizes(cell)
+    D, N, L = cell.sizes()
     # one seed's training tokens at a time, drawn chunk by chunk (erm.stream: 1.25x the data
     # at the peak, measured with XLA's memory analysis); the test set is streamed through the
     # scoring (its (n_test, L) terms only)
@@ -124,7 +120,7 @@ def _cost(cell: Cell, opts: Mapping[str, Any]) -> float:
     batch's length, the others ride along in the shrinking batch) and a second draw of the
     training set. Restarts multiply the members of every batch.
     """
-    D, N, L = _sizes(cell)
+    D, N, L = cell.sizes()
     c = ERM_COST
     R = opts["restarts"]
     one_pass = c["pass_s_per_element"] * N * L * D * (1 + c["member_cost"] * (R - 1))
@@ -235,14 +231,14 @@ TRAJECTORY_VARS: tuple[str, ...] = (*OVERLAP_NAMES, "train_loss", "objective", "
 
 
 def _gd_memory(cell: Cell, opts: Mapping[str, Any]) -> Resources:
-    D, N, L = _sizes(cell)
+    D, N, L = cell.sizes()
     return Resources(4.0 * 4 * (N + opts["n_test"]) * L * D,
                      f"training and test data (N={N}, n_test={opts['n_test']}) x L={L} x D={D}",
                      "D, alpha or n_test")
 
 
 def _gd_cost(cell: Cell, opts: Mapping[str, Any]) -> float:
-    D, N, L = _sizes(cell)
+    D, N, L = cell.sizes()
     return 5.0 + opts["steps"] * 3 * N * D * L * 4 / FLOPS_PER_S
 
 
