@@ -310,6 +310,13 @@ class Teacher(NamedTuple):
     v: Array
 
 
+def sample_count(samples: Any) -> int:
+    """Rows of a batch of samples, the length of its labels ``y``: the ``n`` of
+    :class:`Data`, :class:`bayesslr.multihead.MultiheadData` and
+    :class:`bayesslr.population.teacher_channel.ChannelSamples`."""
+    return int(samples.y.shape[0])
+
+
 class Data(NamedTuple):
     """A batch of SLR samples, padded to ``L_max``.
 
@@ -338,9 +345,7 @@ class Data(NamedTuple):
     eps: Array
     mask: Array
 
-    @property
-    def n(self) -> int:
-        return int(self.y.shape[0])
+    n = property(sample_count, doc="Number of samples (the length of ``y``).")
 
 
 def as_data(X: Any, y: Any, mask: Any = None) -> Data:

@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bayesslr.core.jaxconfig import Array, PRNGKey
-from bayesslr.core.task import ConfigError, check_int, check_real
+from bayesslr.core.task import ConfigError, check_int, check_real, sample_count
 
 THETA_LAWS: tuple[str, ...] = ("discrete", "gaussian")
 TEACHERS: tuple[str, ...] = ("orthonormal", "gaussian")
@@ -174,9 +174,7 @@ class MultiheadData(NamedTuple):
     f: Array
     theta: Array
 
-    @property
-    def n(self) -> int:
-        return int(self.y.shape[0])
+    n = property(sample_count, doc="Number of samples (the length of ``y``).")
 
 
 @partial(jax.jit, static_argnames=("task",))

@@ -44,6 +44,7 @@ from bayesslr.core.task import (
     check_int,
     location_logits,
     location_posterior,
+    sample_count,
 )
 
 ALLOCATIONS: tuple[str, ...] = ("equal", "proportional")
@@ -89,9 +90,7 @@ class ChannelSamples(NamedTuple):
     weight: Array
     stratum: Array
 
-    @property
-    def n(self) -> int:
-        return int(self.y.shape[0])
+    n = property(sample_count, doc="Number of samples (the length of ``y``).")
 
 
 def stratum_sizes(task: TaskConfig, samples: int, allocation: str) -> np.ndarray:
