@@ -1,6 +1,9 @@
 """The only module that touches ArviZ (its API is moving; docs/model.md §6, STYLE "adapters").
 
-* :func:`diagnostics`: rank-normalised split R-hat and bulk / tail ESS over every coordinate;
+* :func:`diagnostics`: rank-normalised split R-hat and bulk / tail ESS over every coordinate,
+  ArviZ's formulas computed over all coordinates at once by :mod:`bayesslr.bayes.diagnostics`
+  (no ArviZ call; equal to ArviZ's values to rounding, ``tests/test_fast_diagnostics.py``);
+  :func:`diagnostics_arviz`, the same through ArviZ, is the reference;
 * :func:`to_inference_data`: draws, sample statistics and data as an ``InferenceData`` (built
   with ``az.from_dict``, not ``az.from_numpyro``, so the enumerated model works too);
 * :func:`write_netcdf`: the ``InferenceData`` to a netCDF file.
@@ -29,6 +32,11 @@ def _az():
 def diagnostics(draws: dict[str, np.ndarray]) -> dict[str, float]:
     """R-hat max and ESS (bulk, tail) min over all coordinates of all variables.
 
+    ArviZ's ``rhat(method="rank")``, ``ess(method="bulk")`` and ``ess(method="tail")``, as array
+    operations over every coordinate at once (:func:`bayesslr.bayes.diagnostics.diagnostics`:
+    ArviZ loops over coordinates in Python); the values are :func:`diagnostics_arviz`'s to
+    rounding (relative 1e-10 in the tests), so results computed before are unchanged.
+
     Parameters
     ----------
     draws : dict
@@ -40,6 +48,13 @@ def diagnostics(draws: dict[str, np.ndarray]) -> dict[str, float]:
         ``r_hat_max``, ``ess_bulk_min``, ``ess_tail_min`` (NaN when undefined, e.g. a constant
         chain).
     """
+    from bayesslr.bayes.diagnostics import diagnostics as fast
+
+    return fast(draws)
+
+
+def diagnostics_arviz(draws: dict[str, np.ndarray]) -> dict[str, float]:
+    """:func:`diagnostics` through ArviZ itself (one coordinate at a time): the reference."""
     az = _az()
     ds = az.convert_to_dataset({k: np.asarray(v) for k, v in draws.items()})
     with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
