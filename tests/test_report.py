@@ -335,9 +335,10 @@ def test_verdicts_turn_when_the_data_do():
 
 
 def test_cross_overlaps_informed_along_the_run_random_at_the_end():
-    """A cross-overlap transient (z = 0.2 / sqrt(0.9 / 400) = 4.2 > 4) in the middle of the run
-    breaks the invariance claim from the informed start, but not the random start's claim,
-    which is judged at the end; the same excursion at the end breaks it."""
+    """A cross-overlap transient (k.v*/D = 0.2 against a noise level sqrt(0.9 / 400): z 4.2
+    about 0, more about what the seed's teacher gives, > 4) in the middle of the run breaks
+    the invariance claim from the informed start, but not the random start's claim, which is
+    judged at the end; the same excursion at the end breaks it."""
     def with_spike(init, where):
         recs = synthetic_records()
         for i, r in enumerate(recs["gd"]):
@@ -354,7 +355,7 @@ def test_cross_overlaps_informed_along_the_run_random_at_the_end():
     assert _status(v, inv).status == C.FAILS and _status(v, rnd).status == C.HOLDS
     v = with_spike("random", 10)
     assert _status(v, inv).status == C.HOLDS and _status(v, rnd).status == C.HOLDS
-    assert "largest z 4.2 at step 500" in _status(v, rnd).evidence
+    assert re.search(r"largest z [4-9][.\d]* at step 500", _status(v, rnd).evidence)
     v = with_spike("random", -1)
     assert _status(v, rnd).status == C.FAILS
 

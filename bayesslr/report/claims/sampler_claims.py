@@ -20,10 +20,10 @@ from bayesslr.report.claims.verdict import (
     UNDECIDED,
     Verdict,
     Z,
+    cell_text,
     combine,
     critical,
     equal,
-    nu_text,
     num,
     pm,
     se_or_zero,
@@ -131,7 +131,14 @@ def _convergence_point(r: pd.Series, pre: str = "") -> tuple[str, str]:
     checks.append((HOLDS if div == 0 else FAILS if div > 0 else
                    undecided("needs the divergence count (missing)"),
                    f"{div:.0f} divergences"))
-    if r.get("sampler", "nuts") == "pt":
+    if r.get("sampler", "nuts") == "pt" and not (math.isfinite(r.swap_rate_min)
+                                                  or math.isfinite(r.round_trips)):
+        # bayes_sampling keeps the swap rates and round trips of the cell's first start only
+        # (its other starts' outputs are test_error ... grad_evals): not stored, not NaN
+        checks.append((undecided("needs the swap rates and round trips of this start, which "
+                                 "bayes_sampling stores for the cell's first start only"),
+                       "swap rates and round trips not stored for this start"))
+    elif r.get("sampler", "nuts") == "pt":
         sw, trips = r.swap_rate_min, r.round_trips
         need = PT_ROUND_TRIPS_PER_CHAIN_MIN * chains
         checks.append((HOLDS if sw >= PT_SWAP_RATE_MIN else FAILS if sw < PT_SWAP_RATE_MIN
@@ -280,7 +287,7 @@ def _trapping_points(tb, trapped: dict[tuple, str]) -> list[tuple[str, str]]:
     pts = []
     for key, st in trapped.items():
         variant, L, nu, delta, alpha, D, seed = key
-        where = f"{variant} L={L} \u03bd={nu_text(nu)} \u03b1={alpha:g} D={D} seed {seed}"
+        where = cell_text({"variant": variant, "L": L, "nu": nu, "alpha": alpha, "D": D}, seed)
         if st == FAILS:
             pts.append(_hard_window_point(tb, variant, L, nu, delta, alpha, True,
                                           f"{where}: random start trapped"))
@@ -302,8 +309,8 @@ def _hard_window_point(tb, variant, L, nu, delta, alpha, is_trapped: bool, text:
     sub = select(tb, sel) if "theory_bayes" in methods_of(tb, "theory_bayes") else None
     se = state_evolution_lines(sub) if sub is not None else None
     if se is None or not np.any(np.isclose(se["alpha"], alpha)):
-        return (undecided(f"needs theory_bayes at {variant} L={L} \u03bd={nu_text(nu)} "
-                          f"\u0394={delta:g} \u03b1={alpha:g}"),
+        here = cell_text({"variant": variant, "L": L, "nu": nu, "delta": delta, "alpha": alpha})
+        return (undecided(f"needs theory_bayes at {here}"),
                 f"{text}; no state evolution at this setting and \u03b1")
     hard = bool(np.nan_to_num(se["hard"][np.isclose(se["alpha"], alpha)]).max() > 0.5)
     if is_trapped:
@@ -335,9 +342,10 @@ def _stored_task_points(tb) -> list[tuple[str, str]]:
             r.random_excess_over_reference_stderr)
         if not (math.isfinite(ex) and math.isfinite(se)):
             continue
-        where = (f"stored task {r.variant} L={r.L} \u03bd={nu_text(float(r.nu))} "
-                 f"\u0394={float(r.delta):g} \u03b1={float(r.alpha):g} D={int(r.D)} seed "
-                 f"{int(r.seed)}: random-start excess {pm(ex, se, 0.0)}")
+        where = ("stored task " + cell_text({"variant": r.variant, "L": r.L, "nu": r.nu,
+                                             "delta": r.delta, "alpha": r.alpha,
+                                             "D": int(r.D)}, int(r.seed))
+                 + f": random-start excess {pm(ex, se, 0.0)}")
         if ex > Z * se:
             pts.append(_hard_window_point(tb, r.variant, r.L, float(r.nu), float(r.delta),
                                           float(r.alpha), True, where + " (trapped)"))

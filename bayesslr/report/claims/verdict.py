@@ -257,6 +257,20 @@ def setting_text(row: pd.Series | dict, *, alpha: bool = False) -> str:
     return " ".join(parts)
 
 
+def cell_text(setting, seed=None, *, lead: str = "") -> str:
+    """Where a point was checked, one way for every theme: ``[lead, ]variant L= ν=`` and, where
+    the setting has them, ``Δ= α= λ= D=``, then ``seed s`` (``setting``: a mapping
+    of dimension -> value, as :func:`bayesslr.results.query.trajectory_runs` gives)."""
+    parts = [str(setting.get("variant")), f"L={setting.get('L')}",
+             f"ν={nu_text(float(setting.get('nu', math.nan)))}"]
+    for key, sym in (("delta", "Δ"), ("alpha", "α"), ("lam", "λ"), ("D", "D")):
+        if setting.get(key) is not None:
+            val = setting[key]
+            parts.append(f"{sym}={float(val):g}" if key in ("delta", "alpha") else f"{sym}={val}")
+    text = " ".join(parts) + ("" if seed is None else f" seed {seed}")
+    return f"{lead}, {text}" if lead else text
+
+
 def family(points: int, offsets: int) -> tuple[int, int]:
     """The ``tests`` to judge each of ``points`` comparisons with, and each of ``offsets``
     sign tests, when an equality claim's level is split half and half between them (one
