@@ -45,7 +45,7 @@ from bayesslr.results.query import Results
 __all__ = ["FIGURES", "THEMES", "NothingToPlot", "draw", "error_vs_alpha", "excess_vs_alpha",
            "gd_trajectories",
            "is_reference", "population_vs_L", "population_vs_nu", "sampler_diagnostics",
-           "sampler_starts"]
+           "sampler_starts", "shipped_label"]
 
 
 def is_reference(results: Results) -> bool:
@@ -54,17 +54,26 @@ def is_reference(results: Results) -> bool:
     return isinstance(results, xr.DataTree) and "reference" in results.attrs
 
 
+def shipped_label(name: str) -> str:
+    """How a figure or a message names the shipped file ``name``
+    (:func:`bayesslr.load_reference`): "shipped reference" (the reduced sizes), "shipped
+    reference, paper sizes" (``"paper"``), else "shipped <name> results" (``"dynamics"``:
+    its own sizes, not the paper's)."""
+    return {"reference": "shipped reference",
+            "paper": "shipped reference, paper sizes"}.get(name, f"shipped {name} results")
+
+
 def draw(which: str | Callable[[Results], Figure], results: Results) -> Figure:
     """Draw one figure (a name of :data:`FIGURES` or a figure function); a figure drawn from
-    the shipped results says so in its title ("shipped reference"; "shipped reference, paper
-    sizes" for :func:`bayesslr.load_reference`'s ``"paper"``), so it is never taken for
+    the shipped results says which file in its title (:func:`shipped_label`: "shipped
+    reference"; "shipped reference, paper sizes" for :func:`bayesslr.load_reference`'s
+    ``"paper"``; "shipped dynamics results" for ``"dynamics"``), so it is never taken for
     the user's own results."""
     fn = FIGURES[which] if isinstance(which, str) else which
     fig = fn(results)
     title = getattr(fig, "_suptitle", None)
     if is_reference(results):
-        label = ("shipped reference" if results.attrs.get("shipped", "reference") == "reference"
-                 else "shipped reference, paper sizes")
+        label = shipped_label(str(results.attrs.get("shipped", "reference")))
         if title is None:
             fig.suptitle(f"{label} results")
         else:

@@ -63,6 +63,19 @@ def _start_series(sub: xr.Dataset, start: str, var: str
     return mean["alpha"].values, mean.values, np.nan_to_num(sem.values)
 
 
+SAMPLER_NAMES = {"nuts": "NUTS", "pt": "parallel tempering"}
+
+
+def sampler_name(ds: xr.Dataset | None) -> str:
+    """The sampler the cells of ``ds`` ran, in words (their ``sampler`` output: "NUTS",
+    "parallel tempering", or both joined with "/" where the cells differ; cells from before
+    the option have none and are NUTS's)."""
+    if ds is None or "sampler" not in ds:
+        return SAMPLER_NAMES["nuts"]
+    used = sorted({str(v) for v in np.asarray(ds["sampler"].values).ravel() if str(v)})
+    return "/".join(SAMPLER_NAMES.get(u, u) for u in used) or SAMPLER_NAMES["nuts"]
+
+
 def _sampler_panels(results: Results) -> tuple[xr.Dataset, list[str], list[dict]]:
     ds = groups(results).get("bayes_sampling")
     methods = methods_of(ds, "bayes_sampling")
@@ -227,7 +240,8 @@ def sampler_diagnostics(results: Results) -> Figure:
         Line2D([], [], ls="none", marker="s", color="0.4", label="ESS: filled bulk, open tail",
                mfc="0.4"),
     ])
-    figure_title(fig, "NUTS health against the sample ratio \u03b1 (seed means \u00b1 1 s.e.)")
+    figure_title(fig, f"{sampler_name(ds)} health against the sample ratio \u03b1 (seed means "
+                      "\u00b1 1 s.e.)")
     return fig
 
 
@@ -272,7 +286,8 @@ def sampler_starts(results: Results) -> Figure:
                 e = np.interp(x, main[0], main[2])
             mk, col = START_STYLE.get(start, ("D", "C4"))
             any_flag |= _sampler_points(ax, xjitter(x, i, len(starts)), y, e, mk, col, col,
-                                        f"NUTS posterior mean, {start} start",
+                                        f"{sampler_name(sub)} posterior mean, {start} "
+                                        "start",
                                         xjitter(flagged, i, len(starts)))
         if any_flag:
             note_flagged(ax, "bayes_sampling", flag_reasons(sub))
@@ -305,5 +320,6 @@ def sampler_starts(results: Results) -> Figure:
         ax2.set_ylabel("log-lik gap (nats/sample)")
         ax2.grid(alpha=0.3)
     legend_below(fig, axes.ravel())
-    figure_title(fig, "Teacher, random and annealed NUTS starts against the state evolution")
+    figure_title(fig, f"Teacher, random and annealed {sampler_name(ds)} starts against the "
+                      "state evolution")
     return fig
