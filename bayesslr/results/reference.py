@@ -1,17 +1,21 @@
 """The shipped results: every setting of the paper's figures, computed once.
 
-The package carries two results files (:data:`SHIPPED`):
+The package carries three results files (:data:`SHIPPED`), and two data files with their own
+readers (``leaderboard.nc``, :mod:`bayesslr.crosslibrary.board`; ``inference_reference.nc``,
+:mod:`bayesslr.inference.reference`):
 
 - ``reference`` (``bayesslr/data/reference.nc``), the ``reference`` preset: the paper's
   settings (docs/paper.md) computed on one two-core machine, with the sizes reduced only where a
   setting was out of reach in about two hours — each reduction is recorded in the file's
   attributes (``reductions``) and in the README;
 - ``paper`` (``bayesslr/data/paper.nc``), the ``paper`` preset: the same settings at the
-  paper's sizes (``reductions`` empty), a run of several core-hours.
+  paper's sizes (``reductions`` empty), a run of several core-hours;
+- ``dynamics`` (``bayesslr/data/dynamics.nc``), the ``dynamics`` preset (docs/dynamics.md):
+  gradient-descent trajectories and the hard window, at its own sizes.
 
-:func:`load_reference` opens either like any results directory (``bayesslr.load``); ``bayesslr
-report --reference OUT [--shipped paper]`` draws the paper's figures from one without computing
-anything; the notebooks use ``reference`` when given no results directory.
+:func:`load_reference` opens any of them like any results directory (``bayesslr.load``);
+``bayesslr report --reference OUT [--shipped paper|dynamics]`` draws the figures from one without
+computing anything; the notebooks use ``reference`` when given no results directory.
 
 :func:`build_reference` turns a finished run into such a file: the results tree, plus the
 provenance of the run (machine, wall time, the reductions against the ``paper`` preset).
@@ -86,16 +90,25 @@ def reference_path(name: str = "reference") -> Path:
 def load_reference(name: str = "reference") -> xr.DataTree:
     """The shipped results ``name`` (a results tree, as :func:`bayesslr.load` returns).
 
-    ``"reference"``: every setting of the paper's figures, computed once with the
-    ``reference`` preset; ``"paper"``: the ``paper`` preset, the same settings at the paper's
-    sizes. The root attributes carry the provenance, ``reductions`` (what was reduced against
+    Every name of :data:`SHIPPED`, each a file under ``bayesslr/data/``:
+
+    - ``"reference"`` (``reference.nc``): every setting of the paper's figures, computed once
+      with the ``reference`` preset, sizes reduced;
+    - ``"paper"`` (``paper.nc``): the ``paper`` preset, the same settings at the paper's sizes;
+    - ``"dynamics"`` (``dynamics.nc``): the ``dynamics`` preset (docs/dynamics.md), GD
+      trajectories at ``D = 200`` and the hard window at ``Delta = 1e-4``, at its own sizes.
+
+    The package ships two more data files that are not results trees and have their own
+    readers: ``leaderboard.nc`` (:func:`bayesslr.crosslibrary.board.leaderboard`) and
+    ``inference_reference.nc`` (:func:`bayesslr.inference.reference.load_inference_reference`).
+    The root attributes carry the provenance, ``reductions`` (what was reduced against
     the paper's sizes, and why; empty for ``"paper"``), ``shipped`` (the name) and
     ``certificate`` (:func:`certificate`, computed from the file as it is loaded: revision,
     code versions, converged fractions and sizes per family).
 
     Parameters
     ----------
-    name : {"reference", "paper"}
+    name : {"reference", "paper", "dynamics"}
         Which shipped file (:data:`SHIPPED`).
 
     Returns
@@ -304,7 +317,7 @@ def build_reference(results: str | Path, out: str | Path | None = None, *,
         Wall time of the whole run on this machine.
     notes : str, optional
         Anything else a reader of the numbers should know (kept as the ``notes`` attribute).
-    name : {"reference", "paper"}
+    name : {"reference", "paper", "dynamics"}
         Which shipped file this is (:data:`SHIPPED`; the ``shipped`` attribute).
 
     Returns
