@@ -24,8 +24,14 @@ sampling phase alone (``ratio_sampling_step_over_gradient``: frozen step size an
 NUTS transition, 4 chains in ``vmap``); the rest of the compiled call is the warm-up
 (``ratio_warmup_step_over_gradient``: step-size searches, dual averaging, mass estimates, and
 the chains waiting for each other's trees while the adaptation is pooled every iteration);
-``diagnostics_cpu_share`` is the part of the ``run_nuts`` call spent in ArviZ's R-hat and ESS
-after sampling, a fixed cost per run that a short run does not amortise.
+``diagnostics_cpu_share`` is the part of the ``run_nuts`` call spent in the R-hat and ESS after
+sampling (``chain_diagnostics``), a fixed cost per run that a short run does not amortise.
+Those diagnostics are ArviZ's formulas as array operations over all ``2 D`` coordinates
+(:mod:`bayesslr.bayes.diagnostics`); ArviZ itself, looping over coordinates, is timed on the
+same draws in the same run (``diagnostics_arviz_cpu_s``, ``diagnostics_speedup_over_arviz``;
+the values are checked equal to 1e-10), and ``ratio_step_over_gradient_with_arviz_diagnostics``
+is the whole-run ratio had the run used it (the run's CPU time with the one diagnostics time
+swapped for the other); ``ratio_step_over_gradient_without_diagnostics`` leaves them out.
 
 Run: ``.venv/bin/python -m pytest benchmarks/bench_nuts_step.py --benchmark-only -s``.
 """
@@ -43,6 +49,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 
+from bayesslr.bayes import arviz_adapter
 from bayesslr.bayes.model import model_spec
 from bayesslr.bayes.nuts import chain_diagnostics, compiled_run, model_args, potential_fn_gen
 from bayesslr.bayes.sampler import (
@@ -131,7 +138,10 @@ def test_nuts_step_vs_gradient(benchmark, posterior, bench_size):
     cpu_b, draws_b, warm_b = compiled_cpu(spec, train, opts, start, 2 * s)
     sampling_us = 1e6 * (cpu_b - cpu_a) / (draws_b - draws_a)
     warmup_us = (1e6 * cpu_a - sampling_us * draws_a) / warm_a
-    _, cpu_diag = _cpu(lambda: chain_diagnostics(res.k, res.v))
+    diag, cpu_diag = _cpu(lambda: chain_diagnostics(res.k, res.v))
+    diag_az, cpu_diag_az = _cpu(lambda: arviz_adapter.diagnostics_arviz({"k": res.k, "v": res.v}))
+    for name, ref in diag_az.items():  # the same numbers, to rounding
+        assert diag[name] == pytest.approx(ref, rel=1e-10, nan_ok=True), name
 
     temper = TemperingOptions(replicas=R, beta_min=2e-3, pt_integration_steps=20)
     pt_opts = SamplerOptions(chains=CHAINS, warmup=pw, draws=ps)
@@ -158,13 +168,20 @@ def test_nuts_step_vs_gradient(benchmark, posterior, bench_size):
                  "steps_per_draw": draws_a / (CHAINS * s),
                  "steps_per_warmup_iteration": warm_a / (CHAINS * w),
                  "diagnostics_cpu_share": cpu_diag / cpu_nuts,
+                 "diagnostics_cpu_s": cpu_diag, "diagnostics_arviz_cpu_s": cpu_diag_az,
+                 "diagnostics_speedup_over_arviz": cpu_diag_az / cpu_diag,
+                 "ratio_step_over_gradient_with_arviz_diagnostics":
+                     1e6 * (cpu_nuts - cpu_diag + cpu_diag_az) / res.grad_evals / alone_us,
+                 "ratio_step_over_gradient_without_diagnostics":
+                     1e6 * max(cpu_nuts - cpu_diag, 0.0) / res.grad_evals / alone_us,
                  "load_average_1min": os.getloadavg()[0]})
     print(f"\nnuts_step_vs_gradient (D={D}): NUTS {nuts_us:.1f} CPU-us per chain-gradient, "
           f"gradient alone {alone_us:.1f}, PT {pt_us:.1f}: NUTS/alone "
           f"{nuts_us / alone_us:.2f}, PT/alone {pt_us / alone_us:.2f}; sampling phase "
           f"{sampling_us:.1f} ({sampling_us / alone_us:.2f}x), warm-up {warmup_us:.1f} "
           f"({warmup_us / alone_us:.2f}x, {warm_a / (warm_a + draws_a):.0%} of the gradients), "
-          f"ArviZ diagnostics {cpu_diag / cpu_nuts:.0%} of the run; load "
+          f"diagnostics {cpu_diag / cpu_nuts:.0%} of the run ({cpu_diag:.3f} CPU-s, ArviZ "
+          f"{cpu_diag_az:.2f}, {cpu_diag_az / cpu_diag:.0f}x); load "
           f"{os.getloadavg()[0]:.1f}")
     assert nuts_us > 0 and alone_us > 0 and pt_us > 0
     assert draws_b > draws_a and warm_b == warm_a  # same keys: the same warm-up
