@@ -242,9 +242,10 @@ def report(
         written, skipped = write_report(load_reference(shipped), reference, formats=fmts)
         for name, why in skipped:
             typer.echo(f"skipped {name}: {why}", err=True)
-        typer.echo(f"figures: {reference} ({plural(len(written), 'file')}, from the shipped "
-                   + ("reference results)" if shipped == "reference"
-                      else f"results '{shipped}', the paper's sizes)"))
+        from bayesslr.report.figures import shipped_label
+
+        typer.echo(f"figures: {reference} ({plural(len(written), 'file')}, from the "
+                   f"{shipped_label(shipped)}" + (" results)" if shipped == "reference" else ")"))
         return
     if notebooks:
         from bayesslr.report.notebooks import check_extra, find_notebooks
