@@ -55,7 +55,7 @@ def test_report_reference_writes_figures_without_computing(packaged, tmp_path, c
     out = tmp_path / "figs"
     code, stdout, _ = run_cli(["report", "--reference", str(out), "--formats", "png"], capsys)
     assert code == 0, stdout
-    assert "from the shipped reference results" in stdout
+    assert "files, from the shipped reference)" in stdout
     assert {"population_vs_nu", "error_vs_alpha"} <= {p.stem for p in out.glob("*.png")}
     assert (out / "verdicts.txt").read_text().strip()
 
@@ -120,7 +120,7 @@ def test_paper_file_is_its_own(built, tmp_path, monkeypatch, capsys):
     out = tmp_path / "figs"
     code, stdout, _ = run_cli(["report", "--reference", str(out), "--shipped", "paper",
                                "--formats", "png"], capsys)
-    assert code == 0 and "the paper's sizes" in stdout, stdout
+    assert code == 0 and "(5 files, from the shipped reference, paper sizes)" in stdout, stdout
     assert "population_vs_nu" in {p.stem for p in out.glob("*.png")}
 
 

@@ -245,7 +245,7 @@ def report(
         from bayesslr.report.figures import shipped_label
 
         typer.echo(f"figures: {reference} ({plural(len(written), 'file')}, from the "
-                   f"{shipped_label(shipped)}" + (" results)" if shipped == "reference" else ")"))
+                   f"{shipped_label(shipped)})")
         return
     if notebooks:
         from bayesslr.report.notebooks import check_extra, find_notebooks
