@@ -5,34 +5,5 @@ Not yet registered as a method family, nor exposed at the top level of :mod:`bay
 from :mod:`bayesslr.multihead.task` (or from here).
 """
 
-from bayesslr.multihead.task import (
-    SIGMAS,
-    BayesRiskMC,
-    MultiheadData,
-    MultiheadTask,
-    MultiheadTeacher,
-    PopulationRiskMC,
-    attention_predict,
-    attention_weights,
-    bayes_predict,
-    bayes_risk_mc,
-    posterior,
-    sample_multihead,
-    teacher_heads_risk_mc,
-)
-
-__all__ = [
-    "SIGMAS",
-    "BayesRiskMC",
-    "MultiheadData",
-    "MultiheadTask",
-    "MultiheadTeacher",
-    "PopulationRiskMC",
-    "attention_predict",
-    "attention_weights",
-    "bayes_predict",
-    "bayes_risk_mc",
-    "posterior",
-    "sample_multihead",
-    "teacher_heads_risk_mc",
-]
+from bayesslr.multihead.task import *  # noqa: F403 (the names of task.__all__)
+from bayesslr.multihead.task import __all__  # noqa: F401

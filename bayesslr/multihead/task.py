@@ -32,6 +32,23 @@ import numpy as np
 from bayesslr.core.jaxconfig import Array, PRNGKey
 from bayesslr.core.task import ConfigError, check_int, check_real, sample_count
 
+# The public names, re-exported by :mod:`bayesslr.multihead` (one list, used there too).
+__all__ = [
+    "SIGMAS",
+    "BayesRiskMC",
+    "MultiheadData",
+    "MultiheadTask",
+    "MultiheadTeacher",
+    "PopulationRiskMC",
+    "attention_predict",
+    "attention_weights",
+    "bayes_predict",
+    "bayes_risk_mc",
+    "posterior",
+    "sample_multihead",
+    "teacher_heads_risk_mc",
+]
+
 THETA_LAWS: tuple[str, ...] = ("discrete", "gaussian")
 TEACHERS: tuple[str, ...] = ("orthonormal", "gaussian")
 SIGMAS: tuple[str, ...] = ("softmax", "softmax1", "bayes_softmax")
