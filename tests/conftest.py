@@ -37,6 +37,15 @@ def run_cli(argv: list[str], capsys) -> tuple[int, str, str]:
     return ex.value.code, out.out, out.err
 
 
+def one_line(err: str) -> str:
+    """The one line a console command wrote to stderr (no traceback, no 'Exception ignored'
+    report); fails the test otherwise."""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert "Traceback" not in err and "Exception ignored" not in err
+    return lines[0]
+
+
 class AllAtOnce:
     """Stand-in for ``distributed.as_completed`` in tests that fake a dask client: every
     future submitted is handed back in one batch."""

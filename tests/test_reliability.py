@@ -37,7 +37,7 @@ from bayesslr.sweep.config import cell_key, load_config, parse_config
 from bayesslr.sweep.dataset import comparable
 from bayesslr.sweep.runner import run_sweep
 from bayesslr.sweep.storage import LOCK_NAME, ResultStore, read_cell_file
-from conftest import REPO, run_cli
+from conftest import REPO, one_line, run_cli
 
 pytestmark = pytest.mark.usefixtures("plugin")  # the test family (conftest.py)
 
@@ -56,13 +56,6 @@ def executions(log: Path) -> int:
 def snapshot(root: Path) -> dict[str, tuple[int, int, int]]:
     return {str(p.relative_to(root)): (p.stat().st_mtime_ns, p.stat().st_ino, p.stat().st_size)
             for p in sorted(root.rglob("*")) if p.is_file()}
-
-
-def one_line(err: str) -> str:
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, err
-    assert "Traceback" not in err and "Exception ignored" not in err
-    return lines[0]
 
 
 def cells_readable(out: Path) -> int:

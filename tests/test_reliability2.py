@@ -35,7 +35,7 @@ from bayesslr.core.task import ConfigError
 from bayesslr.registry import Cell, run_unit
 from bayesslr.sweep.config import parse_config
 from bayesslr.sweep.storage import CellRecord, ResultStore
-from conftest import REPO, AllAtOnce, run_cli
+from conftest import REPO, AllAtOnce, one_line, run_cli
 
 pytestmark = pytest.mark.usefixtures("plugin")  # the test family (conftest.py)
 
@@ -45,13 +45,6 @@ def toml(path: Path, alphas=(1, 2), seeds=(0,), name="rel2", **options) -> Path:
     path.write_text(f'name = "{name}"\n[options]\nsweeptest = {{ {opts} }}\n[[grid]]\n'
                     f'methods = ["sweeptest:a"]\nalpha = {list(alphas)}\nseeds = {list(seeds)}\n')
     return path
-
-
-def one_line(err: str) -> str:
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, err
-    assert "Traceback" not in err and "Exception ignored" not in err
-    return lines[0]
 
 
 def no_tmp(root: Path) -> None:
@@ -109,6 +102,28 @@ def alive(pid: int) -> bool:
     return True
 
 
+@contextlib.contextmanager
+def child(args: list[str], **kw):
+    """``subprocess.Popen(args)`` with text stdout/stderr pipes, killed at the end of the
+    block if it is still running (a failed check must not leave it behind)."""
+    proc = subprocess.Popen(args, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            **kw)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def signal_and_wait(proc: subprocess.Popen, sig: int, timeout: float) -> tuple[str, float]:
+    """Send ``sig`` to ``proc`` and wait for its exit: its stderr and the seconds from the
+    signal to the exit."""
+    sent = time.monotonic()
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=timeout)
+    return err, time.monotonic() - sent
+
+
 # --------------------------------------------------------------------------------------------
 # case 1: interrupts from the first instruction
 # --------------------------------------------------------------------------------------------
@@ -149,19 +164,12 @@ def test_start_up_interrupts_at_random_moments_end_in_one_line(tmp_path):
     def one(i: int) -> tuple[int, int, float, int | None, str]:
         sig = (signal.SIGINT, signal.SIGTERM)[i % 2]
         t0 = time.monotonic()
-        proc = subprocess.Popen(
-            console(["run", "--config", str(cfg), "--out", str(tmp_path / f"o{i}"),
-                     "--quiet"]), cwd=tmp_path, env=child_env(), text=True,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        try:
+        with child(console(["run", "--config", str(cfg), "--out", str(tmp_path / f"o{i}"),
+                            "--quiet"]), cwd=tmp_path, env=child_env()) as proc:
             while not handled(proc.pid) and time.monotonic() - t0 < 60:
                 time.sleep(0.001)
             time.sleep(max(0.0, delays[i] - (time.monotonic() - t0)))
-            proc.send_signal(sig)
-            _, err = proc.communicate(timeout=60)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
+            err, _ = signal_and_wait(proc, sig, timeout=60)
         return i, int(sig), float(delays[i]), proc.returncode, err
 
     with ThreadPoolExecutor(3) as pool:
@@ -189,17 +197,9 @@ def test_a_second_signal_during_a_stop_exits_at_once(tmp_path):
             print("stopping", flush=True)
             time.sleep(30)  # a slow stop
         """)
-    proc = subprocess.Popen([sys.executable, "-c", code], env=child_env(), text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
+    with child([sys.executable, "-c", code], env=child_env()) as proc:
         assert proc.stdout.readline().strip() == "stopping"
-        t0 = time.monotonic()
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=20)
-        took = time.monotonic() - t0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+        err, took = signal_and_wait(proc, signal.SIGINT, timeout=20)
     assert proc.returncode == 130 and "second signal" in one_line(err)
     assert took < 2.0
 
@@ -221,11 +221,8 @@ def test_workers_stop_within_two_seconds_and_leave_nothing(tmp_path):
                    '[[grid]]\nmethods = ["sweeptest:b"]\nalpha = [3, 4, 5, 6]\n'
                    'options = { sweeptest = { sleep = 30.0 } }\n')
     out = tmp_path / "o"
-    proc = subprocess.Popen(
-        console(["run", "--config", str(cfg), "--out", str(out), "--workers", "2",
-                 "--quiet"]), cwd=tmp_path, env=child_env(TMPDIR=str(tmp)), text=True,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
+    with child(console(["run", "--config", str(cfg), "--out", str(out), "--workers", "2",
+                        "--quiet"]), cwd=tmp_path, env=child_env(TMPDIR=str(tmp))) as proc:
         t0 = time.monotonic()
         while len(list((out / "cells").glob("*.nc"))) < 2:  # the fast cells are done
             assert proc.poll() is None, proc.communicate()
@@ -234,13 +231,7 @@ def test_workers_stop_within_two_seconds_and_leave_nothing(tmp_path):
         time.sleep(1.0)  # both workers inside a 30 s cell
         workers = children(proc.pid)
         assert len(workers) >= 2, workers
-        sent = time.monotonic()
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
-        took = time.monotonic() - sent
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+        err, took = signal_and_wait(proc, signal.SIGINT, timeout=60)
     print(f"\nsignal to exit with 2 workers: {took:.2f} s")
     assert proc.returncode == 130 and "interrupted by SIGINT" in one_line(err)
     assert took <= 2.0, took
@@ -285,6 +276,28 @@ def results(tmp_path, capsys) -> Path:
     return out
 
 
+def report_under_fsize_limit(results: Path, tmp_path: Path, fig_dir: Path, prelude: str,
+                             limit_bytes: int, failing: str, *,
+                             ignore_sigxfsz: bool = False) -> list[str]:
+    """Run ``report`` in a child process under RLIMIT_FSIZE = ``limit_bytes`` (as ``prlimit
+    --fsize``), with ``prelude`` run first; check exit 4, one line naming ``failing`` and the
+    OS error, and no temporary file left in ``fig_dir``. Returns the report's arguments."""
+
+    def limit() -> None:
+        if ignore_sigxfsz:  # the write then fails with EFBIG rather than killing the process
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, limit_bytes))
+
+    args = ["report", str(results), "--out", str(fig_dir), "--formats", "png"]
+    proc = subprocess.run(console(args, prelude), cwd=tmp_path, env=child_env(),
+                          preexec_fn=limit, capture_output=True, text=True, timeout=150)
+    assert proc.returncode == 4, (proc.returncode, proc.stderr)
+    line = one_line(proc.stderr)
+    assert "cannot write" in line and failing in line and "File too large" in line
+    no_tmp(fig_dir)
+    return args
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_report_under_a_file_size_limit_exits_4_with_nothing_half_written(results, tmp_path,
@@ -297,16 +310,8 @@ def test_report_under_a_file_size_limit_exits_4_with_nothing_half_written(result
     exec(FAKE_DRAW, ns := {})  # the stand-in draws (checked here, in this process)
     assert ns["_noisy"](None) is not None
 
-    def limit() -> None:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (30_000, 30_000))
-
-    args = ["report", str(results), "--out", str(fig_dir), "--formats", "png"]
-    proc = subprocess.run(console(args, FAKE_FIGURES), cwd=tmp_path, env=child_env(),
-                          preexec_fn=limit, capture_output=True, text=True, timeout=150)
-    assert proc.returncode == 4, (proc.returncode, proc.stderr)
-    line = one_line(proc.stderr)
-    assert "cannot write" in line and "b_noisy.png" in line and "File too large" in line
-    no_tmp(fig_dir)
+    args = report_under_fsize_limit(results, tmp_path, fig_dir, FAKE_FIGURES, 30_000,
+                                    "b_noisy.png")
     assert sorted(p.name for p in fig_dir.iterdir()) == ["a_small.png"]
     assert (fig_dir / "a_small.png").read_bytes().endswith(b"IEND\xaeB`\x82")  # complete
     import bayesslr.report as report
@@ -336,17 +341,9 @@ def test_every_report_output_is_whole_or_absent_under_a_file_size_limit(results,
         _fs.verdict_lines = lambda tree: []
         """)
 
-    def limit() -> None:
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # every figure fits, the study's not
-        resource.setrlimit(resource.RLIMIT_FSIZE, (300_000, 300_000))
-
-    args = ["report", str(results), "--out", str(fig_dir), "--formats", "png"]
-    proc = subprocess.run(console(args, prelude), cwd=tmp_path, env=child_env(),
-                          preexec_fn=limit, capture_output=True, text=True, timeout=150)
-    assert proc.returncode == 4, (proc.returncode, proc.stderr)
-    line = one_line(proc.stderr)
-    assert "cannot write" in line and "finite_size.png" in line and "File too large" in line
-    no_tmp(fig_dir)
+    # every figure fits, the study's not
+    report_under_fsize_limit(results, tmp_path, fig_dir, prelude, 300_000, "finite_size.png",
+                             ignore_sigxfsz=True)
     names = sorted(p.name for p in fig_dir.iterdir())
     assert "finite_size.png" not in names and {"a_small.png", "verdicts.txt"} <= set(names)
     for p in fig_dir.glob("*.png"):  # each one written is complete
