@@ -516,47 +516,46 @@ def test_ours_warm(benchmark, nut, lever):
         _speedups(benchmark, "self", "nutpie_tune150", "vs_nutpie_tune150")
 
 
+def _time_sweep(benchmark, label: str, sweep) -> None:
+    """Time one pass of ``sweep`` (one row per posterior of the sweep) and record it as
+    ``label`` in the ``nutpie_sweep`` group, its ESS the sum over the posteriors."""
+    benchmark.group = "nutpie_sweep"
+    target = Timed(sweep)
+    rows = benchmark.pedantic(target, rounds=1)
+    _finish(benchmark, label, target, sum(r["ess_bulk_min"] for r in rows))
+
+
 def test_nutpie_sweep_with_data(benchmark, nut):
     """nutpie over the sweep: one compile of the ``pm.Data`` model, data swapped per
     posterior with ``with_data``."""
-    benchmark.group = "nutpie_sweep"
 
     def sweep():
         compiled = nutpie_compile(nut["posts"][0][1], nut["posts"][0][0], as_data=True)
         return [_theirs(nut, nutpie_for(compiled, data, teacher), seed=j)
                 for j, (teacher, data) in enumerate(nut["posts"])]
 
-    target = Timed(sweep)
-    rows = benchmark.pedantic(target, rounds=1)
-    _finish(benchmark, "nutpie_with_data", target, sum(r["ess_bulk_min"] for r in rows))
+    _time_sweep(benchmark, "nutpie_with_data", sweep)
 
 
 def test_nutpie_sweep_recompiled(benchmark, nut):
     """nutpie over the sweep: the constant-data model compiled for every posterior."""
-    benchmark.group = "nutpie_sweep"
 
     def sweep():
         return [_theirs(nut, nutpie_compile(data, teacher), seed=j)
                 for j, (teacher, data) in enumerate(nut["posts"])]
 
-    target = Timed(sweep)
-    rows = benchmark.pedantic(target, rounds=1)
-    _finish(benchmark, "nutpie_recompiled", target, sum(r["ess_bulk_min"] for r in rows))
+    _time_sweep(benchmark, "nutpie_recompiled", sweep)
 
 
 def test_ours_sweep(benchmark, nut):
     """Ours over the sweep: one cold compile (persistent cache off), then every posterior."""
     from bayesslr.bayes import nuts
 
-    benchmark.group = "nutpie_sweep"
-
     def sweep():
         with cold_jax(nuts.compiled_run):
             return [_ours(nut, seed=j) for j in range(len(nut["posts"]))]
 
-    target = Timed(sweep)
-    rows = benchmark.pedantic(target, rounds=1)
-    _finish(benchmark, "self", target, sum(r["ess_bulk_min"] for r in rows))
+    _time_sweep(benchmark, "self", sweep)
     _speedups(benchmark, "self", "nutpie_with_data", "vs_nutpie_with_data")
     _speedups(benchmark, "self", "nutpie_recompiled", "vs_nutpie_recompiled")
 
