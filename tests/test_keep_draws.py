@@ -63,3 +63,25 @@ def test_no_draws_without_the_flag_and_a_linked_draws_dir_is_refused(tmp_path):
     with pytest.raises(ConfigError, match="draws directory .* is a link"):
         bs.run(cfg, out, keep_draws=True, log=None)
 
+
+
+def _encoded_size(n: int) -> int:
+    import numpy as np
+    import xarray as xr
+
+    from bayesslr.core.files import encode_netcdf
+
+    tree = xr.DataTree.from_dict({"/posterior": xr.Dataset({"k": ("draw", np.arange(n))}),
+                                  "/sample_stats": xr.Dataset({"lp": ("draw", np.ones(n))})})
+    return len(bytes(encode_netcdf(tree)))
+
+
+def test_draws_are_encoded_inside_a_dask_worker_process():
+    """``run --workers N --keep-draws`` writes the draws in a dask worker process, where xarray
+    took a distributed write lock named after the in-memory buffer and failed ("Semaphore or
+    Lock ... not known"), losing a 50-minute cell; the encoder now writes synchronously."""
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        assert client.submit(_encoded_size, 5).result(timeout=120) > 0

@@ -319,11 +319,23 @@ def write_json_atomic(obj: Any, path: Path, **dumps: Any) -> None:
 
 def encode_netcdf(ds: Any) -> memoryview:
     """``ds`` (an xarray dataset or a tree of them) as netCDF-4 bytes (h5netcdf into memory;
-    nothing touches the disk)."""
+    nothing touches the disk).
+
+    The write runs on dask's synchronous scheduler: inside a dask.distributed worker process
+    xarray would otherwise take a *distributed* write lock named after the in-memory buffer,
+    which the scheduler does not know (``RuntimeError: Semaphore or Lock ... not known``; it
+    cost a 50-minute sampling cell its ``--keep-draws`` file). Nothing here is lazy, so no
+    lock across processes is needed."""
     import io
 
     bio = io.BytesIO()
-    ds.to_netcdf(bio, engine="h5netcdf")
+    try:
+        import dask
+    except ImportError:  # pragma: no cover - dask is a dependency of xarray's lazy paths only
+        ds.to_netcdf(bio, engine="h5netcdf")
+    else:
+        with dask.config.set(scheduler="synchronous"):
+            ds.to_netcdf(bio, engine="h5netcdf")
     return bio.getbuffer()
 
 
