@@ -61,6 +61,23 @@ def test_tempered_mean_agrees_with_long_nuts(small):
     assert pt.tempering["round_trips"] >= 4
 
 
+def test_a_longer_run_continues_the_shorter_one_draw_by_draw(small):
+    """The paper preset's extension rule (docs/sampling.md): a run with ``b`` blocks of
+    ``draws`` iterations and ``b`` times the kept draws is the one-block run continued: the
+    same warm-up and, kept draw by kept draw, the same first block (so a continued cell keeps
+    its first block's numbers, and only its added blocks are new)."""
+    task, spec, teacher, train = small
+    runs = [run_tempered(jax.random.key(5), spec, train,
+                         SamplerOptions(chains=2, warmup=20, draws=60 * b),
+                         TemperingOptions(replicas=4, beta_min=0.05, pt_integration_steps=3,
+                                          pt_max_draws=20 * b), init="teacher", teacher=teacher)
+            for b in (1, 2)]
+    assert runs[0].k.shape[1] == 20 and runs[1].k.shape[1] == 40
+    for name in ("k", "v"):
+        np.testing.assert_array_equal(getattr(runs[1], name)[:, :20], getattr(runs[0], name))
+    assert not np.array_equal(runs[1].k[:, 20:], runs[1].k[:, :20])  # the second block is new
+
+
 def test_a_too_short_tempered_run_is_flagged():
     """20 draws a chain cannot give 100 ESS a chain: the cell says so, with the PT outputs."""
     out = run_cell(Cell("bayes_sampling", alpha=2.0, seed=0, **TASK,
