@@ -218,7 +218,7 @@ def run_start(key: jax.Array, init: str, spec: ModelSpec, teacher: Teacher, data
               ("round_trips", "sampler=pt: round trips b = 1 -> beta_min -> b = 1 of the "
                "replicas' states, all chains, sampling phase")),
           cost=_cost, memory=_memory, check=_check,
-          plot=PlotStyle(kind="marker", label="Bayes (NUTS)", marker="s", color="k"),
+          plot=PlotStyle(kind="marker", label="Bayes (NUTS or PT)", marker="s", color="k"),
           version="4",  # 4: adapt="auto" (grad from the teacher, stan from other starts)
           report=ReportRole(finite_sample=4),
           cli=CliFace(
