@@ -131,7 +131,9 @@ FAMILY_USES: dict[str, tuple[str, ...]] = {
     "amp": ("theory", "population", "bayes"),
     "erm": ("theory", "population"),
     "inference": ("bayes", "theory", "amp", "erm", "population"),
-    "multihead": (),  # the multi-head model (docs/multihead.md): core only, not yet registered
+    # the multi-head model (docs/multihead.md), not yet registered: its ERM reuses the one-head
+    # L-BFGS steps (erm.lbfgs), its sampler the NUTS layer and the diagnostics (bayes)
+    "multihead": ("erm", "bayes"),
 }
 
 

@@ -19,12 +19,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from bayesslr import ground_truth as builder
 from bayesslr.bayes import arviz_adapter
 from bayesslr.bayes.model import model_spec
 from bayesslr.bayes.nuts import potential_fn_gen
 from bayesslr.bayes.sampler import init_params
 from bayesslr.core.task import ConfigError, make_task
-from bayesslr import ground_truth as builder
 from bayesslr.inference import reference as ref
 from bayesslr.inference.evaluate import per_input_errors, score, task_data
 from bayesslr.inference.mcmc import (

@@ -91,7 +91,7 @@ class SolverResult(NamedTuple):
     evaluations: Array
 
 
-class _State(NamedTuple):
+class LbfgsState(NamedTuple):
     x: Array
     f: Array
     g: Array
@@ -106,7 +106,7 @@ class _State(NamedTuple):
     stalled: Array
 
 
-def _direction(st: _State, memory: int, blocks: tuple[int, ...] = ()) -> Array:
+def two_loop_direction(st: LbfgsState, memory: int, blocks: tuple[int, ...] = ()) -> Array:
     """``-H g`` by the two-loop recursion; empty slots (``rho = 0``) contribute nothing.
 
     ``blocks``: the ends of the parameter blocks (``(D, 2 D)`` for ``k``, ``v``, ``theta``)
@@ -153,31 +153,31 @@ def _flatten(p: Params) -> Array:
     return jnp.concatenate([p["k"], p["v"], p["theta"]], axis=-1)
 
 
-def _init_state(x0: Array, memory: int) -> _State:
+def init_state(x0: Array, memory: int) -> LbfgsState:
     """Members before their first evaluation: the loop's first pass evaluates the start (a zero
     step from ``f = inf``), so the objective is traced once in the solver."""
     G, n = x0.shape
     zeros = jnp.zeros((G, memory, n), x0.dtype)
     izeros = jnp.zeros((G,), jnp.int32)
-    return _State(x0, jnp.full((G,), jnp.inf, x0.dtype), jnp.zeros_like(x0), zeros, zeros,
+    return LbfgsState(x0, jnp.full((G,), jnp.inf, x0.dtype), jnp.zeros_like(x0), zeros, zeros,
                   jnp.zeros((G, memory), x0.dtype), izeros, izeros, jnp.ones((G,), x0.dtype),
                   izeros, izeros, jnp.zeros((G,), bool))
 
 
-def _gnorm(st: _State, scale: Array) -> Array:
+def scaled_grad_norm(st: LbfgsState, scale: Array) -> Array:
     return jnp.linalg.norm(st.g, axis=-1) * scale
 
 
-def _active(st: _State, max_iter: Array, gtol: Array, scale: Array) -> Array:
+def still_active(st: LbfgsState, max_iter: Array, gtol: Array, scale: Array) -> Array:
     # a NaN norm compares False and stops the member; it is then reported as not converged
     return (st.evals == 0) | (
         (st.it < max_iter) & (st.evals < MAX_EVALS_PER_ITER * max_iter)
-        & (_gnorm(st, scale) >= gtol) & ~st.stalled & jnp.isfinite(st.f))
+        & (scaled_grad_norm(st, scale) >= gtol) & ~st.stalled & jnp.isfinite(st.f))
 
 
-def _passes(act: Activation, st: _State, data: Data, lam_k: Array, lam_v: Array,
+def _passes(act: Activation, st: LbfgsState, data: Data, lam_k: Array, lam_v: Array,
             weight: Array | None, max_iter: Array, gtol: Array, target: Array, *, memory: int,
-            chunk: int | None, scaling: str = "scalar") -> _State:
+            chunk: int | None, scaling: str = "scalar") -> LbfgsState:
     """Solver passes until no member is active, or at most ``target`` are (then the caller may
     move the active ones to a smaller batch)."""
     n_samples, _, D = data.X.shape
@@ -190,11 +190,11 @@ def _passes(act: Activation, st: _State, data: Data, lam_k: Array, lam_v: Array,
                                     chunk=chunk)
         return f, _flatten(g)
 
-    def step(st: _State) -> _State:
+    def step(st: LbfgsState) -> LbfgsState:
         """One trial step per member: a single shared function evaluation per pass."""
-        run = _active(st, max_iter, gtol, scale)
+        run = still_active(st, max_iter, gtol, scale)
         blocks = (D, 2 * D) if scaling == "block" else ()
-        d = jax.vmap(partial(_direction, memory=memory, blocks=blocks))(st)
+        d = jax.vmap(partial(two_loop_direction, memory=memory, blocks=blocks))(st)
         slope = dot(st.g, d)
         # safeguard: fall back to a scaled steepest descent if d is not a descent direction
         bad = ~(slope < 0)
@@ -220,22 +220,22 @@ def _passes(act: Activation, st: _State, data: Data, lam_k: Array, lam_v: Array,
         rho = jnp.where(slot, (1.0 / jnp.where(sy > 0, sy, 1.0))[:, None], st.rho)
         head = jnp.where(good, (st.head + 1) % memory, st.head)
         backtracks = jnp.where(ok, 0, st.backtracks + failed)
-        return _State(
+        return LbfgsState(
             jnp.where(ok[:, None], st.x + sv, st.x), jnp.where(ok, f_new, st.f),
             jnp.where(ok[:, None], g_new, st.g), S, Y, rho, head, st.it + (ok & (st.evals > 0)),
             jnp.where(ok, 1.0, jnp.where(failed, 0.5 * st.t, st.t)), backtracks,
             st.evals + run, st.stalled | (backtracks > MAX_LINESEARCH))
 
-    def more(st: _State) -> Array:
-        a = _active(st, max_iter, gtol, scale)
+    def more(st: LbfgsState) -> Array:
+        a = still_active(st, max_iter, gtol, scale)
         return jnp.any(a) & (jnp.sum(a) > target)
 
     return jax.lax.while_loop(more, step, st)
 
 
-def _result(st: _State, data: Data, weight: Array | None, gtol: Array) -> SolverResult:
+def _result(st: LbfgsState, data: Data, weight: Array | None, gtol: Array) -> SolverResult:
     n_samples, _, D = data.X.shape
-    err = _gnorm(st, grad_scale(n_samples if weight is None else jnp.sum(weight), D))
+    err = scaled_grad_norm(st, grad_scale(n_samples if weight is None else jnp.sum(weight), D))
     converged = (err < gtol) & jnp.isfinite(st.f)
     return SolverResult(_unflatten(st.x, D), st.f, err, st.it, converged, st.evals)
 
@@ -291,7 +291,7 @@ def lbfgs_solve_batch(act: Activation, params0: Params, data: Data, lam_k: Array
     lam_k = jnp.broadcast_to(lam_k, (G,))
     lam_v = jnp.broadcast_to(lam_v, (G,))
     max_iter, gtol = jnp.asarray(max_iter), jnp.asarray(gtol, x0.dtype)
-    st = _passes(act, _init_state(x0, memory), data, lam_k, lam_v, weight, max_iter, gtol,
+    st = _passes(act, init_state(x0, memory), data, lam_k, lam_v, weight, max_iter, gtol,
                  jnp.asarray(0), memory=memory, chunk=chunk, scaling=_scaling(scaling))
     return _result(st, data, weight, gtol)
 
@@ -351,7 +351,7 @@ def lbfgs_solve_compact(act: Activation, params0: Params, data: Data, lam_k: Any
     lam_k = jnp.broadcast_to(jnp.asarray(lam_k, x0.dtype), (G,))
     lam_v = jnp.broadcast_to(jnp.asarray(lam_v, x0.dtype), (G,))
     max_iter, gtol = jnp.asarray(max_iter), jnp.asarray(gtol, x0.dtype)
-    full = _init_state(x0, memory)
+    full = init_state(x0, memory)
     run = partial(_passes_jit, act, data=data, weight=weight, max_iter=max_iter, gtol=gtol,
                   memory=memory, chunk=chunk, scaling=_scaling(scaling))
     if not compact or G == 1:
@@ -375,7 +375,7 @@ def lbfgs_solve_compact(act: Activation, params0: Params, data: Data, lam_k: Any
         at = members[slots]
         full = jax.tree_util.tree_map(lambda F, C, at=at, slots=slots: F.at[at].set(C[slots]),
                                       full, cur)
-        active = np.asarray(_active(cur, max_iter, gtol, scale)) & real
+        active = np.asarray(still_active(cur, max_iter, gtol, scale)) & real
         n_active = int(active.sum())
         if n_active == 0:
             break

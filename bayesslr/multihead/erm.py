@@ -50,11 +50,11 @@ from bayesslr.erm.lbfgs import (
     DEFAULT_MEMORY,
     FIRST_STEP_RMS,
     MAX_LINESEARCH,
-    _active,
-    _direction,
-    _gnorm,
-    _init_state,
-    _State,
+    LbfgsState,
+    init_state,
+    scaled_grad_norm,
+    still_active,
+    two_loop_direction,
 )
 from bayesslr.multihead.task import (
     SIGMAS,
@@ -404,16 +404,16 @@ class MultiheadERMResult(NamedTuple):
 
 
 def _lbfgs(fg, x0: Array, max_iter: Array, gtol: Array, scale: float, *, memory: int,
-           blocks: tuple[int, ...]) -> _State:
+           blocks: tuple[int, ...]) -> LbfgsState:
     """:mod:`bayesslr.erm.lbfgs`'s solver passes around ``fg`` (``(G, n) -> (G,), (G, n)``):
     one trial point per member per pass, Armijo or approximate Armijo acceptance, halving on
     failure, curvature pairs with ``s.y > 0`` only."""
     dot = jax.vmap(jnp.dot)
     n = x0.shape[1]
 
-    def step(st: _State) -> _State:
-        run = _active(st, max_iter, gtol, scale)
-        d = jax.vmap(partial(_direction, memory=memory, blocks=blocks))(st)
+    def step(st: LbfgsState) -> LbfgsState:
+        run = still_active(st, max_iter, gtol, scale)
+        d = jax.vmap(partial(two_loop_direction, memory=memory, blocks=blocks))(st)
         slope = dot(st.g, d)
         bad = ~(slope < 0)  # safeguard, as lbfgs: scaled steepest descent
         sd = -st.g * (FIRST_STEP_RMS * jnp.sqrt(n)
@@ -436,14 +436,14 @@ def _lbfgs(fg, x0: Array, max_iter: Array, gtol: Array, scale: float, *, memory:
         rho = jnp.where(slot, (1.0 / jnp.where(sy > 0, sy, 1.0))[:, None], st.rho)
         head = jnp.where(good, (st.head + 1) % memory, st.head)
         backtracks = jnp.where(ok, 0, st.backtracks + failed)
-        return _State(
+        return LbfgsState(
             jnp.where(ok[:, None], st.x + sv, st.x), jnp.where(ok, f_new, st.f),
             jnp.where(ok[:, None], g_new, st.g), S, Y, rho, head, st.it + (ok & (st.evals > 0)),
             jnp.where(ok, 1.0, jnp.where(failed, 0.5 * st.t, st.t)), backtracks,
             st.evals + run, st.stalled | (backtracks > MAX_LINESEARCH))
 
-    return jax.lax.while_loop(lambda st: jnp.any(_active(st, max_iter, gtol, scale)), step,
-                              _init_state(x0, memory))
+    return jax.lax.while_loop(lambda st: jnp.any(still_active(st, max_iter, gtol, scale)), step,
+                              init_state(x0, memory))
 
 
 @partial(jax.jit, static_argnames=("task", "H", "sigma", "restarts", "memory", "train_bias"))
@@ -462,7 +462,7 @@ def _erm(key: PRNGKey, teacher: MultiheadTeacher, data: MultiheadData, test: Mul
     best = jnp.argmin(f_all)
     p = _unflatten(st.x[best], H, D)
     r = data.y - _predict(data.X, p.K, p.V, p.bias, sigma)
-    gn = _gnorm(st, scale)[best]
+    gn = scaled_grad_norm(st, scale)[best]
     return (p, st.f[best], 0.5 * jnp.mean(r * r), _scores(task, teacher, test, sigma, p),
             head_overlaps(p, teacher), gn, st.it[best], st.evals[best], st.f)
 
