@@ -35,6 +35,7 @@ first counts as ``converged``. A batch runs until its slowest member stops.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 from typing import Any, NamedTuple
 
@@ -175,6 +176,51 @@ def still_active(st: LbfgsState, max_iter: Array, gtol: Array, scale: Array) -> 
         & (scaled_grad_norm(st, scale) >= gtol) & ~st.stalled & jnp.isfinite(st.f))
 
 
+def lbfgs_step(st: LbfgsState, fg: Callable[[Array], tuple[Array, Array]], *,
+               max_iter: Array, gtol: Array, scale: Array, memory: int,
+               blocks: tuple[int, ...] = ()) -> LbfgsState:
+    """One pass of the solver for every member of the batch ``st``: one trial step each, a
+    single shared evaluation of ``fg`` (``(G, n) -> (G,), (G, n)``: objectives and gradients).
+    Armijo or approximate Armijo acceptance, halving of the trial step on failure, curvature
+    pairs kept only with ``s.y > 0``; members no longer active (:func:`still_active`) keep their
+    state. The one-head ERM's passes and the multi-head student's
+    (:mod:`bayesslr.multihead.erm`) are this step around their own objective."""
+    n = st.x.shape[1]
+    dot = jax.vmap(jnp.dot)
+    run = still_active(st, max_iter, gtol, scale)
+    d = jax.vmap(partial(two_loop_direction, memory=memory, blocks=blocks))(st)
+    slope = dot(st.g, d)
+    # safeguard: fall back to a scaled steepest descent if d is not a descent direction
+    bad = ~(slope < 0)
+    sd = -st.g * (FIRST_STEP_RMS * jnp.sqrt(n)
+                  / jnp.maximum(jnp.linalg.norm(st.g, axis=-1), 1e-30))[:, None]
+    d = jnp.where(bad[:, None], sd, d)
+    slope = jnp.where(bad, dot(st.g, d), slope)
+    sv = st.t[:, None] * d
+    f_new, g_new = fg(st.x + sv)
+    armijo = f_new <= st.f + ARMIJO_C1 * st.t * slope
+    # approximate Armijo (Hager and Zhang 2005): a decrease below float round-off is
+    # accepted when the directional derivative has not turned strongly positive
+    approx = ((f_new <= st.f + APPROX_DEC_RTOL * jnp.abs(st.f))
+              & (dot(g_new, d) <= (1.0 - 2.0 * ARMIJO_C1) * (-slope)))
+    ok = run & jnp.isfinite(f_new) & (armijo | approx)
+    failed = run & ~ok
+    yv = g_new - st.g
+    sy = dot(sv, yv)
+    good = ok & (sy > 1e-10 * jnp.linalg.norm(sv, axis=-1) * jnp.linalg.norm(yv, axis=-1))
+    slot = jax.nn.one_hot(st.head, memory, dtype=bool) & good[:, None]  # (G, memory)
+    S = jnp.where(slot[..., None], sv[:, None, :], st.S)
+    Y = jnp.where(slot[..., None], yv[:, None, :], st.Y)
+    rho = jnp.where(slot, (1.0 / jnp.where(sy > 0, sy, 1.0))[:, None], st.rho)
+    head = jnp.where(good, (st.head + 1) % memory, st.head)
+    backtracks = jnp.where(ok, 0, st.backtracks + failed)
+    return LbfgsState(
+        jnp.where(ok[:, None], st.x + sv, st.x), jnp.where(ok, f_new, st.f),
+        jnp.where(ok[:, None], g_new, st.g), S, Y, rho, head, st.it + (ok & (st.evals > 0)),
+        jnp.where(ok, 1.0, jnp.where(failed, 0.5 * st.t, st.t)), backtracks,
+        st.evals + run, st.stalled | (backtracks > MAX_LINESEARCH))
+
+
 def _passes(act: Activation, st: LbfgsState, data: Data, lam_k: Array, lam_v: Array,
             weight: Array | None, max_iter: Array, gtol: Array, target: Array, *, memory: int,
             chunk: int | None, scaling: str = "scalar") -> LbfgsState:
@@ -182,49 +228,15 @@ def _passes(act: Activation, st: LbfgsState, data: Data, lam_k: Array, lam_v: Ar
     move the active ones to a smaller batch)."""
     n_samples, _, D = data.X.shape
     scale = grad_scale(n_samples if weight is None else jnp.sum(weight), D)
-    G, n = st.x.shape
-    dot = jax.vmap(jnp.dot)
 
     def fg(x: Array) -> tuple[Array, Array]:
         f, g = value_and_grad_batch(act, _unflatten(x, D), data, lam_k, lam_v, weight,
                                     chunk=chunk)
         return f, _flatten(g)
 
-    def step(st: LbfgsState) -> LbfgsState:
-        """One trial step per member: a single shared function evaluation per pass."""
-        run = still_active(st, max_iter, gtol, scale)
-        blocks = (D, 2 * D) if scaling == "block" else ()
-        d = jax.vmap(partial(two_loop_direction, memory=memory, blocks=blocks))(st)
-        slope = dot(st.g, d)
-        # safeguard: fall back to a scaled steepest descent if d is not a descent direction
-        bad = ~(slope < 0)
-        sd = -st.g * (FIRST_STEP_RMS * jnp.sqrt(n)
-                      / jnp.maximum(jnp.linalg.norm(st.g, axis=-1), 1e-30))[:, None]
-        d = jnp.where(bad[:, None], sd, d)
-        slope = jnp.where(bad, dot(st.g, d), slope)
-        sv = st.t[:, None] * d
-        f_new, g_new = fg(st.x + sv)
-        armijo = f_new <= st.f + ARMIJO_C1 * st.t * slope
-        # approximate Armijo (Hager and Zhang 2005): a decrease below float round-off is
-        # accepted when the directional derivative has not turned strongly positive
-        approx = ((f_new <= st.f + APPROX_DEC_RTOL * jnp.abs(st.f))
-                  & (dot(g_new, d) <= (1.0 - 2.0 * ARMIJO_C1) * (-slope)))
-        ok = run & jnp.isfinite(f_new) & (armijo | approx)
-        failed = run & ~ok
-        yv = g_new - st.g
-        sy = dot(sv, yv)
-        good = ok & (sy > 1e-10 * jnp.linalg.norm(sv, axis=-1) * jnp.linalg.norm(yv, axis=-1))
-        slot = jax.nn.one_hot(st.head, memory, dtype=bool) & good[:, None]  # (G, memory)
-        S = jnp.where(slot[..., None], sv[:, None, :], st.S)
-        Y = jnp.where(slot[..., None], yv[:, None, :], st.Y)
-        rho = jnp.where(slot, (1.0 / jnp.where(sy > 0, sy, 1.0))[:, None], st.rho)
-        head = jnp.where(good, (st.head + 1) % memory, st.head)
-        backtracks = jnp.where(ok, 0, st.backtracks + failed)
-        return LbfgsState(
-            jnp.where(ok[:, None], st.x + sv, st.x), jnp.where(ok, f_new, st.f),
-            jnp.where(ok[:, None], g_new, st.g), S, Y, rho, head, st.it + (ok & (st.evals > 0)),
-            jnp.where(ok, 1.0, jnp.where(failed, 0.5 * st.t, st.t)), backtracks,
-            st.evals + run, st.stalled | (backtracks > MAX_LINESEARCH))
+    blocks = (D, 2 * D) if scaling == "block" else ()
+    step = partial(lbfgs_step, fg=fg, max_iter=max_iter, gtol=gtol, scale=scale, memory=memory,
+                   blocks=blocks)
 
     def more(st: LbfgsState) -> Array:
         a = still_active(st, max_iter, gtol, scale)

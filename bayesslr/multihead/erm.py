@@ -23,9 +23,8 @@ Conventions fixed here (each stated once, docs/multihead.md §6):
 
 The L-BFGS is the suite's (:mod:`bayesslr.erm.lbfgs`): its two-loop recursion with one initial
 inverse Hessian per parameter block (here ``K``, ``V``, ``bias``), its state, stopping test and
-constants, imported from there; only the objective differs, so the trial-step pass (one shared
-evaluation per pass for the restarts, backtracking spread over passes) is restated here around
-the multi-head objective (``bayesslr.erm.lbfgs._passes`` is bound to the one-head objective).
+its trial-step pass (:func:`bayesslr.erm.lbfgs.lbfgs_step`: one shared evaluation per pass for
+the restarts, backtracking spread over passes), run here around the multi-head objective.
 """
 
 from __future__ import annotations
@@ -43,18 +42,14 @@ from bayesslr.core.jaxconfig import Array, PRNGKey
 from bayesslr.core.options import Validated, option
 from bayesslr.core.task import ConfigError, algorithm_key, check_int, check_real
 from bayesslr.erm.lbfgs import (
-    APPROX_DEC_RTOL,
-    ARMIJO_C1,
     DEFAULT_GTOL,
     DEFAULT_MAX_ITER,
     DEFAULT_MEMORY,
-    FIRST_STEP_RMS,
-    MAX_LINESEARCH,
     LbfgsState,
     init_state,
+    lbfgs_step,
     scaled_grad_norm,
     still_active,
-    two_loop_direction,
 )
 from bayesslr.multihead.task import (
     SIGMAS,
@@ -408,40 +403,8 @@ def _lbfgs(fg, x0: Array, max_iter: Array, gtol: Array, scale: float, *, memory:
     """:mod:`bayesslr.erm.lbfgs`'s solver passes around ``fg`` (``(G, n) -> (G,), (G, n)``):
     one trial point per member per pass, Armijo or approximate Armijo acceptance, halving on
     failure, curvature pairs with ``s.y > 0`` only."""
-    dot = jax.vmap(jnp.dot)
-    n = x0.shape[1]
-
-    def step(st: LbfgsState) -> LbfgsState:
-        run = still_active(st, max_iter, gtol, scale)
-        d = jax.vmap(partial(two_loop_direction, memory=memory, blocks=blocks))(st)
-        slope = dot(st.g, d)
-        bad = ~(slope < 0)  # safeguard, as lbfgs: scaled steepest descent
-        sd = -st.g * (FIRST_STEP_RMS * jnp.sqrt(n)
-                      / jnp.maximum(jnp.linalg.norm(st.g, axis=-1), 1e-30))[:, None]
-        d = jnp.where(bad[:, None], sd, d)
-        slope = jnp.where(bad, dot(st.g, d), slope)
-        sv = st.t[:, None] * d
-        f_new, g_new = fg(st.x + sv)
-        armijo = f_new <= st.f + ARMIJO_C1 * st.t * slope
-        approx = ((f_new <= st.f + APPROX_DEC_RTOL * jnp.abs(st.f))
-                  & (dot(g_new, d) <= (1.0 - 2.0 * ARMIJO_C1) * (-slope)))
-        ok = run & jnp.isfinite(f_new) & (armijo | approx)
-        failed = run & ~ok
-        yv = g_new - st.g
-        sy = dot(sv, yv)
-        good = ok & (sy > 1e-10 * jnp.linalg.norm(sv, axis=-1) * jnp.linalg.norm(yv, axis=-1))
-        slot = jax.nn.one_hot(st.head, memory, dtype=bool) & good[:, None]
-        S = jnp.where(slot[..., None], sv[:, None, :], st.S)
-        Y = jnp.where(slot[..., None], yv[:, None, :], st.Y)
-        rho = jnp.where(slot, (1.0 / jnp.where(sy > 0, sy, 1.0))[:, None], st.rho)
-        head = jnp.where(good, (st.head + 1) % memory, st.head)
-        backtracks = jnp.where(ok, 0, st.backtracks + failed)
-        return LbfgsState(
-            jnp.where(ok[:, None], st.x + sv, st.x), jnp.where(ok, f_new, st.f),
-            jnp.where(ok[:, None], g_new, st.g), S, Y, rho, head, st.it + (ok & (st.evals > 0)),
-            jnp.where(ok, 1.0, jnp.where(failed, 0.5 * st.t, st.t)), backtracks,
-            st.evals + run, st.stalled | (backtracks > MAX_LINESEARCH))
-
+    step = partial(lbfgs_step, fg=fg, max_iter=max_iter, gtol=gtol, scale=scale, memory=memory,
+                   blocks=blocks)
     return jax.lax.while_loop(lambda st: jnp.any(still_active(st, max_iter, gtol, scale)), step,
                               init_state(x0, memory))
 
