@@ -331,7 +331,7 @@ def encode_netcdf(ds: Any) -> memoryview:
     bio = io.BytesIO()
     try:
         import dask
-    except ImportError:  # pragma: no cover - dask is a dependency of xarray's lazy paths only
+    except ImportError:  # dask comes with the distributed extra only; without it no worker either
         ds.to_netcdf(bio, engine="h5netcdf")
     else:
         with dask.config.set(scheduler="synchronous"):
