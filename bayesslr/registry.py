@@ -31,6 +31,7 @@ from typing import Any
 from bayesslr.core.activations import ACTIVATIONS
 from bayesslr.core.options import Schema
 from bayesslr.core.task import (
+    VARIANTS,
     ConfigError,
     LengthLaw,
     TaskConfig,
@@ -556,6 +557,10 @@ class MethodSpec:
         Resumable state of its own, kept in the results directory by ``bayesslr run``.
     recompute : Recompute, optional
         A rule by which stored cells of its current version are still recomputed.
+    variants : tuple of str
+        The task variants its cells take (default: the one-head ones of
+        :data:`bayesslr.core.task.VARIANTS`). A variant of its own (``"multihead"``) is the
+        family's to validate, in ``check``: :meth:`Cell.task` builds one-head tasks only.
     """
 
     family: str
@@ -579,6 +584,7 @@ class MethodSpec:
     report: ReportRole = ReportRole()
     checkpoints: Checkpoints | None = None
     recompute: Recompute | None = None
+    variants: tuple[str, ...] = VARIANTS
 
     @property
     def face(self) -> CliFace:
@@ -611,6 +617,7 @@ FAMILY_MODULES: dict[str, str] = {
     "theory_bayes": "bayesslr.theory.method",
     "amp": "bayesslr.amp.method",
     "inference": "bayesslr.inference.method",
+    "multihead": "bayesslr.multihead.method",
 }
 
 
@@ -624,7 +631,8 @@ def register(family: str, *, schema: Schema | None = None, activations: tuple[st
              batch_key: BatchKeyFn | None = None, cli: CliFace | None = None,
              prerequisites: Prerequisites | None = None,
              report: ReportRole | None = None, checkpoints: Checkpoints | None = None,
-             recompute: Recompute | None = None) -> Callable[[MethodFn], MethodFn]:
+             recompute: Recompute | None = None,
+             variants: tuple[str, ...] | None = None) -> Callable[[MethodFn], MethodFn]:
     """Decorator registering ``fn(cell, opts)`` as the method family ``family``."""
     if (batch is None) != (batch_key is None):
         raise ValueError(f"family {family!r}: give both batch and batch_key, or neither")
@@ -633,6 +641,8 @@ def register(family: str, *, schema: Schema | None = None, activations: tuple[st
         kw: dict[str, Any] = {}
         if dims is not None:
             kw["dims"] = tuple(dims)
+        if variants is not None:
+            kw["variants"] = tuple(variants)
         _REGISTRY[family] = MethodSpec(
             family, fn, tuple(activations), str(member_kind), tuple(needs), description,
             schema.renamed(family) if schema is not None else Schema(family),
@@ -668,6 +678,15 @@ def get_method(method: str) -> MethodSpec:
     if not spec.activations and act:
         raise ConfigError(f"method={method!r}: family {family!r} takes no ':activation' suffix")
     return spec
+
+
+def task_variants() -> tuple[str, ...]:
+    """Every task variant some family takes: the one-head ones first, then the families' own
+    (``"multihead"``), in order of registration (the built-in families are loaded)."""
+    out = list(VARIANTS)
+    for spec in families().values():
+        out += [v for v in spec.variants if v not in out]
+    return tuple(out)
 
 
 def registered(family: str) -> MethodSpec | None:
@@ -737,7 +756,11 @@ def validate_cell(cell: Cell) -> dict[str, Any]:
         check_int("D", cell.D, low=1)
     if cell.sqrtND is not None:
         check_real("sqrtND", cell.sqrtND, low=1.0)
-    cell.task(D=cell.dimension() if (cell.D is not None or cell.sqrtND is not None) else 1)
+    if cell.variant not in spec.variants:
+        raise ConfigError(f"variant={cell.variant!r} is not a task of method {cell.method!r}; "
+                          f"allowed: one of {', '.join(spec.variants)}")
+    if cell.variant in VARIANTS:  # a family's own variant is validated by its check
+        cell.task(D=cell.dimension() if (cell.D is not None or cell.sqrtND is not None) else 1)
     opts = spec.schema.validate(cell.options)
     if spec.check is not None:
         spec.check(cell, opts)

@@ -27,7 +27,7 @@ from bayesslr.commands.common import (
 )
 from bayesslr.core.lam import parse_lam_text
 from bayesslr.core.options import Opt
-from bayesslr.core.task import ConfigError, check_int
+from bayesslr.core.task import VARIANTS, ConfigError, check_int
 from bayesslr.registry import Cell, CliFace, MethodSpec
 
 # the task flags every family verb has: (field, flag, default, metavar, help)
@@ -112,6 +112,9 @@ def verb_parameters(spec: MethodSpec, face: CliFace) -> list[inspect.Parameter]:
         help_ = face.help.get(name, help_)
         if name == "delta":
             help_ = delta_help(help_, default)
+        if name == "variant":  # the family's own tasks (multihead: one variant of its own)
+            meta = choice_metavar(spec.variants)
+            help_ = face.help.get(name, f"Task variant: {' or '.join(spec.variants)}.")
         params.append(_param(name, default, flag, meta, help_,
                              show_default=default is not None))
     for name, default in face.fields.items():
@@ -161,8 +164,14 @@ def build_cells(spec: MethodSpec, face: CliFace, values: Mapping[str, Any]) -> l
     D = check_int("D", values["D"], low=1) if values.get("D") is not None else None
     if "D" in fields and "sqrtND" in fields and (D is None) == (values["sqrtND"] is None):
         raise ConfigError("give exactly one of --D (integer >= 1) and --sqrtND (real >= 1)")
-    task = cli_task(values["variant"], values["L"], values["L_dist"], values["nu"],
-                    values["delta"], D=D or 1)
+    variant = values["variant"]
+    if variant not in spec.variants:
+        raise ConfigError(f"variant={variant!r} is not a task of method {method!r}; allowed: "
+                          f"one of {', '.join(spec.variants)}")
+    # the length, nu and Delta are parsed as a one-head task's (a family of its own variant,
+    # multihead, checks the rest in its registry entry)
+    task = cli_task(variant if variant in VARIANTS else VARIANTS[0], values["L"],
+                    values["L_dist"], values["nu"], values["delta"], D=D or 1)
     sqrtND = (parse_float("sqrtND", values["sqrtND"], low=1.0)
               if values.get("sqrtND") is not None else None)
     if values.get("alpha") is None:

@@ -89,8 +89,11 @@ def _as_list(where: str, value: Any) -> list[Any]:
 
 
 def _variant(where: str, v: Any) -> str:
-    if not isinstance(v, str) or v not in VARIANTS:
-        raise ConfigError(f"{where}={v!r} is unknown; allowed: one of {', '.join(VARIANTS)}")
+    if isinstance(v, str) and v in VARIANTS:  # the one-head variants need no family loaded
+        return v
+    known = registry.task_variants()
+    if not isinstance(v, str) or v not in known:
+        raise ConfigError(f"{where}={v!r} is unknown; allowed: one of {', '.join(known)}")
     return v
 
 
