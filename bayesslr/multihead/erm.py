@@ -245,11 +245,13 @@ def _signal(teacher: MultiheadTeacher, data: MultiheadData) -> Array:
 
 
 def _errors(f: Array, y_s: Array, bayes: Array) -> Array:
-    """``(test_error, stderr, gap to Bayes, paired stderr)`` of predictions ``f``."""
-    e, eb = (y_s - f) ** 2, (y_s - bayes) ** 2
+    """``(test_error, stderr, gap to Bayes, paired stderr, Bayes error, its stderr)`` of
+    predictions ``f``; the gap is exactly ``test_error - Bayes error`` (same rows)."""
+    e, eb = (y_s - f) ** 2, jnp.broadcast_to((y_s - bayes) ** 2, f.shape)
     n = f.shape[-1]
     se = lambda a: jnp.std(a, -1, ddof=1) / math.sqrt(n)  # noqa: E731
-    return jnp.stack([e.mean(-1), se(e), (e - eb).mean(-1), se(e - eb)], -1)
+    return jnp.stack([e.mean(-1), se(e), (e - eb).mean(-1), se(e - eb), eb.mean(-1), se(eb)],
+                     -1)
 
 
 def _draw(key: PRNGKey, task: MultiheadTask, n_train: int, n_test: int):
@@ -381,6 +383,9 @@ class MultiheadERMResult(NamedTuple):
         ``grad_norm < gtol``.
     restart_objectives : ndarray, shape (restarts,)
         Final objective of every restart.
+    oracle_error, oracle_error_stderr : float
+        The teacher-known Bayes predictor's excess error on the same test set
+        (``test_error - bayes_gap`` exactly).
     """
 
     params: MultiheadParams
@@ -396,6 +401,8 @@ class MultiheadERMResult(NamedTuple):
     evaluations: int
     converged: bool
     restart_objectives: np.ndarray
+    oracle_error: float = math.nan
+    oracle_error_stderr: float = math.nan
 
 
 def _lbfgs(fg, x0: Array, max_iter: Array, gtol: Array, scale: float, *, memory: int,
@@ -484,7 +491,7 @@ def multihead_erm(key: PRNGKey, task: MultiheadTask, H: Any, sigma: str, n_train
     return MultiheadERMResult(
         MultiheadParams(*p), float(obj), float(train), float(sc[0]), float(sc[1]),
         float(sc[2]), float(sc[3]), HeadOverlaps(*ov), float(gn), int(it), int(ev),
-        bool(gn < opts.gtol and np.isfinite(obj)), f_all)
+        bool(gn < opts.gtol and np.isfinite(obj)), f_all, float(sc[4]), float(sc[5]))
 
 
 # --------------------------------------------------------------------------------------------
@@ -634,10 +641,11 @@ class PruningResult(NamedTuple):
     bayes_gap_stderr: np.ndarray
 
 
-def _pruned_predict(X: Array, p: MultiheadParams, keep: Array, sigma: str) -> Array:
-    """The student with only the heads where ``keep`` is True: a dropped head's term is
-    removed, and for ``bayes_softmax`` its weight leaves the shared normalisation (a score of
-    ``-inf``), exactly as if the head were deleted; no head kept: the predictor 0."""
+def pruned_predict(X: Array, p: MultiheadParams, keep: Array, sigma: str) -> Array:
+    """The student with only the heads where ``keep`` (``(H,)`` booleans) is True: a dropped
+    head's term is removed, and for ``bayes_softmax`` its weight leaves the shared
+    normalisation (a score of ``-inf``), exactly as if the head were deleted; no head kept:
+    the predictor 0."""
     s = _heads(X, p.K, "K") + p.bias
     if sigma == "bayes_softmax":
         s = jnp.where(keep, s, -jnp.inf)
@@ -659,7 +667,7 @@ def _prune(teacher: MultiheadTeacher, data: MultiheadData, test: MultiheadData,
     rank = jnp.argsort(order)
     keeps = rank[None, :] < jnp.arange(H + 1)[:, None]  # (H + 1, H): the first m of order
     bayes = bayes_predict(task, teacher, test.X)
-    f = jax.vmap(lambda k: _pruned_predict(test.X, p, k, sigma))(keeps)
+    f = jax.vmap(lambda k: pruned_predict(test.X, p, k, sigma))(keeps)
     return order, score, _errors(f, _signal(teacher, test)[None], bayes[None])
 
 

@@ -506,6 +506,38 @@ def bayes_predict(task: MultiheadTask, teacher: MultiheadTeacher, X: Array) -> A
     return _bayes_predict(task, K, V, X)
 
 
+def joint_posterior(task: MultiheadTask, teacher: MultiheadTeacher,
+                    X: Array) -> tuple[Array, Array]:
+    """The teacher-known posterior of ``(eps*, f*)`` and the teacher's value fields, both
+    flattened to ``(n, L F)`` (discrete latent only): ``P[i, l F + f] = P(eps* = l, f* = f |
+    X_i)`` and ``z[i, l F + f] = z*_{l,f}``. With them
+    :func:`bayesslr.core.metrics.score_given` scores any predictor as the one-head suite does
+    (the excess error Rao-Blackwellised over the location and the direction, and the
+    teacher-known Bayes predictor ``sum P z`` on the same rows).
+
+    Examples
+    --------
+    >>> import jax, jax.numpy as jnp
+    >>> from bayesslr.multihead import MultiheadTask, bayes_predict, sample_multihead
+    >>> from bayesslr.multihead.task import joint_posterior
+    >>> task = MultiheadTask(L=3, F=2, nu=4.0, D=16)
+    >>> teacher, data = sample_multihead(jax.random.key(0), task, 50)
+    >>> P, z = joint_posterior(task, teacher, data.X)
+    >>> P.shape, bool(jnp.allclose(jnp.sum(P * z, -1), bayes_predict(task, teacher, data.X),
+    ...                            atol=1e-5))
+    ((50, 6), True)
+    """
+    if task.theta != "discrete":
+        raise ConfigError(f"theta={task.theta!r}: the joint posterior over (eps*, f*) needs "
+                          "the discrete latent; allowed: theta='discrete'")
+    X, K, V = jnp.asarray(X), jnp.asarray(teacher.K), jnp.asarray(teacher.V)
+    _check_heads(X, K, "teacher.K")
+    _check_heads(X, V, "teacher.V")
+    P, M = _posterior(task, K, X)
+    n = X.shape[0]
+    return (P[..., None] * M).reshape(n, -1), _heads(X, V, "V").reshape(n, -1)
+
+
 # --------------------------------------------------------------------------------------------
 # population (D -> inf, or any D with the orthonormal teacher) by Monte Carlo
 # --------------------------------------------------------------------------------------------
