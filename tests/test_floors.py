@@ -131,7 +131,7 @@ FAMILY_USES: dict[str, tuple[str, ...]] = {
     "amp": ("theory", "population", "bayes"),
     "erm": ("theory", "population"),
     "inference": ("bayes", "theory", "amp", "erm", "population"),
-    # the multi-head model (docs/multihead.md), not yet registered: its ERM reuses the one-head
+    # the multi-head model (docs/multihead.md), the `multihead` family: its ERM reuses the one-head
     # L-BFGS steps (erm.lbfgs), its sampler the NUTS layer and the diagnostics (bayes)
     "multihead": ("erm", "bayes"),
 }

@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 import xarray as xr
 from matplotlib.figure import Figure
+from multihead_records import multihead_records
 from scipy import stats
 
 from bayesslr.registry import Cell, get_method
@@ -52,7 +53,8 @@ def synthetic_records() -> dict[str, list[CellRecord]]:
     softplus's gap grows with L; the state evolution has a hard window at alpha 1-2; ERM at
     D=400 agrees with the replica, at D=100 it does not; the random NUTS start is trapped at
     alpha=5 (outside the hard window), the annealed one is not; GD reaches the replica point
-    from both starts."""
+    from both starts; the multi-head records of tests/multihead_records.py (softmax keeps a
+    floor, bayes_softmax is closest to the sampled Bayes error, pruning to F heads is free)."""
     rng = np.random.default_rng(0)
     recs: dict[str, list[CellRecord]] = {}
 
@@ -142,6 +144,7 @@ def synthetic_records() -> dict[str, list[CellRecord]]:
         out.update({f"trajectory_{v}": x.tolist() for v, x in traj.items()})
         add("gd", _rec("gd:softmax", out, variant="spiked", L="3", nu=2.0, delta=0.01,
                        alpha=5.0, lam=0.3, D=400, options={"init": init}))
+    recs["multihead"] = multihead_records()
     return recs
 
 

@@ -272,3 +272,39 @@ def trajectory_table(results: Results) -> pd.DataFrame:
                              **{v: fp[v] for v in ("m_k", "q_k", "m_v", "q_v", "test_error")
                                 if v in fp}})
     return pd.DataFrame(rows, columns=TRAJECTORY_COLUMNS)
+
+
+def multihead_table(results: Results) -> pd.DataFrame:
+    """One row per estimator, setting and ``alpha`` of the ``multihead`` group: the mean over
+    seeds of ``excess_over_oracle`` with its seed-to-seed standard error (the method's own
+    standard error with one seed), seeds, converged seeds, and the sampler's worst R-hat and
+    smallest bulk ESS (empty frame without that group)."""
+    ds = groups(results).get("multihead")
+    if ds is None or "excess_over_oracle" not in ds:
+        return pd.DataFrame()
+    names = [v for v in ("excess_over_oracle", "excess_over_oracle_stderr", "converged",
+                         "r_hat_max", "ess_bulk_min", "n_heads", "n_directions") if v in ds]
+    df = ds[names].to_dataframe().reset_index()
+    df = df[np.isfinite(df["excess_over_oracle"].astype(float))]
+    if df.empty:
+        return pd.DataFrame()
+    keys = [d for d in ds["excess_over_oracle"].dims if d != "seed" and d in df]
+    if "lam" in df:  # a sampling cell sets no lam: the dataset broadcasts it along lam
+        df.loc[df["method"] == "multihead:bayes_sampling", "lam"] = np.nan
+    df = df.drop_duplicates(subset=[*keys, "seed"])
+    rows = []
+    for key, g in df.groupby(keys, sort=True, dropna=False):
+        x = g["excess_over_oracle"].to_numpy(float)
+        n = x.size
+        se = (float(np.std(x, ddof=1) / np.sqrt(n)) if n > 1
+              else float(g["excess_over_oracle_stderr"].iloc[0]))
+        row = dict(zip(keys, key, strict=True))
+        row.update(F=g["n_directions"].iloc[0] if "n_directions" in g else np.nan,
+                   H=g["n_heads"].iloc[0] if "n_heads" in g else np.nan,
+                   excess_over_oracle=float(x.mean()), se=se, seeds=n,
+                   converged=int(np.sum(g["converged"].to_numpy(float) == 1)))
+        if "r_hat_max" in g and np.isfinite(g["r_hat_max"].to_numpy(float)).any():
+            row.update(r_hat_max=float(np.nanmax(g["r_hat_max"])),
+                       ess_bulk_min=float(np.nanmin(g["ess_bulk_min"])))
+        rows.append(row)
+    return pd.DataFrame(rows)

@@ -4,7 +4,8 @@ The claims are those of docs/paper.md (population orderings, the finite-sample c
 connection with gradient methods, the sampler's reliability), one module per theme
 (:mod:`~bayesslr.report.claims.population_claims`,
 :mod:`~bayesslr.report.claims.finite_sample_claims`,
-:mod:`~bayesslr.report.claims.dynamics_claims`, :mod:`~bayesslr.report.claims.sampler_claims`).
+:mod:`~bayesslr.report.claims.dynamics_claims`, :mod:`~bayesslr.report.claims.sampler_claims`,
+and the multi-head model's :mod:`~bayesslr.report.claims.multihead_claims`).
 Each function takes the results of a sweep and returns verdicts computed from the tables of
 :mod:`bayesslr.report.tables` (the same reductions as the figures: seed mean, one standard
 error, ``lam`` tuned per ``alpha``). The decision rule, stated once, and the :class:`Verdict`
@@ -17,13 +18,15 @@ from collections.abc import Callable, Iterable
 
 from bayesslr.report.claims.dynamics_claims import dynamics_claims
 from bayesslr.report.claims.finite_sample_claims import finite_sample_claims
+from bayesslr.report.claims.multihead_claims import multihead_claims
 from bayesslr.report.claims.population_claims import population_claims
 from bayesslr.report.claims.sampler_claims import sampler_claims
 from bayesslr.report.claims.verdict import FAILS, HOLDS, STATUSES, UNDECIDED, Verdict
 from bayesslr.results.query import Results
 
 __all__ = ["CLAIMS", "FAILS", "HOLDS", "STATUSES", "UNDECIDED", "Verdict", "all_verdicts",
-           "dynamics_claims", "finite_sample_claims", "population_claims", "sampler_claims"]
+           "dynamics_claims", "finite_sample_claims", "multihead_claims", "population_claims",
+           "sampler_claims"]
 
 
 CLAIMS: dict[str, Callable[[Results], list[Verdict]]] = {
@@ -31,6 +34,7 @@ CLAIMS: dict[str, Callable[[Results], list[Verdict]]] = {
     "finite_sample": finite_sample_claims,
     "dynamics": dynamics_claims,
     "sampler_health": sampler_claims,
+    "multihead": multihead_claims,
 }
 
 
