@@ -618,6 +618,7 @@ FAMILY_MODULES: dict[str, str] = {
     "amp": "bayesslr.amp.method",
     "inference": "bayesslr.inference.method",
     "multihead": "bayesslr.multihead.method",
+    "multihead_gd": "bayesslr.multihead.gd_method",
 }
 
 
