@@ -37,6 +37,9 @@
 # estimator. This is what the verdicts judge. Middle, labelled *raw*: each estimator's test
 # error minus the teacher-known oracle's (0), the sampled posterior mean in black. Right: the
 # students' error with only their most important heads kept (no retraining), at the largest α.
+# The second figure follows gradient descent from small random starts: the specialisation
+# index of the heads (0: every head on one common mixture of the directions, 1: one head per
+# direction) and their alignment with the teacher's span, one line per seed.
 
 # %%
 from bayesslr.report import claims, show, tables
@@ -52,6 +55,18 @@ tree = show.open_results(results)
 
 # %%
 show.figure("multihead_excess", tree)
+
+# %% [markdown]
+# ## Do the heads specialise after an unspecialised phase?
+#
+# Each line is one seed's gradient-descent trajectory. A seed *shows the stages* (coloured)
+# when its heads pass through a record in the teacher's span (alignment >= 0.9) with a
+# specialisation index <= 0.15, the unspecialised phase, and end with an index >= 0.9; the
+# others are drawn thin and pale. The claim is judged on the fraction of seeds that do, by a
+# binomial test against one half.
+
+# %%
+show.figure("multihead_specialisation", tree)
 
 # %% [markdown]
 # ## The numbers

@@ -45,3 +45,26 @@ def multihead_records(*, floor: bool = True, converged: bool = True, seeds: int 
                         "n_directions": 2, "prune_excess_over_oracle": curve},
                         alpha=a, lam=0.01, seed=seed, options={"F": 2, "H": H}))
     return recs
+
+
+# two records of a trajectory that passes the unspecialised phase and ends specialised, and
+# of one that stays unspecialised (multihead_claims.shows_stages)
+STAGES = {True: ([0.3, 0.98, 0.97, 0.98], [0.5, 0.02, 0.6, 0.99]),
+          False: ([0.3, 0.98, 0.8, 0.8], [0.5, 0.02, 0.01, 0.01])}
+
+
+def multihead_gd_records(shown: dict[str, int], *, seeds: int = 12) -> list[CellRecord]:
+    """``multihead_gd`` trajectories at alpha 64, ``shown[member]`` of ``seeds`` seeds passing
+    the unspecialised phase and ending specialised, the others staying unspecialised."""
+    recs = []
+    for m, k in shown.items():
+        for seed in range(seeds):
+            a, s = STAGES[seed < k]
+            recs.append(_rec(f"multihead_gd:{m}", {
+                "test_error": 0.2, "stderr": 0.01, "excess_over_oracle": 0.1,
+                "excess_over_oracle_stderr": 0.01, "specialisation_K": s[-1],
+                "alignment_K": a[-1], "n_heads": 2, "n_directions": 2,
+                "step": [0, 10, 20, 30], "trajectory_alignment_K": a,
+                "trajectory_specialisation_K": s}, alpha=64.0, lam=0.01, seed=seed,
+                options={"F": 2}))
+    return recs

@@ -14,7 +14,7 @@ import re
 import numpy as np
 import pytest
 import xarray as xr
-from multihead_records import multihead_records
+from multihead_records import multihead_gd_records, multihead_records
 
 import bayesslr as bs
 from bayesslr.core.task import ConfigError
@@ -85,6 +85,30 @@ def test_quick_preset_holds_the_task_the_attentions_and_the_sampler(quick):
     assert np.all(conv[finite & (rhat > 1.01)] == 0)
 
 
+def test_quick_preset_holds_gradient_descent_trajectories(quick):
+    """The three attentions' GD trajectories along ``step``: the start is a random head (its
+    alignment with the 2-dimensional teacher span near sqrt(F / D) = 0.35, far from 1), every
+    record's alignment is a cosine in [0, 1] and its index in [-1, 1], and the last record is
+    the final value."""
+    with xr.open_datatree(quick / "dataset.nc", engine="h5netcdf") as tree:
+        ds = tree["multihead_gd"].to_dataset().load()
+    assert sorted(ds["method"].values.tolist()) == sorted(
+        f"multihead_gd:{m.partition(':')[2]}" for m in MEMBERS[:3])
+    steps = ds["step"].values
+    assert steps[0] == 0 and steps[-1] == 600 and ds.sizes["step"] == 31
+    a = np.asarray(ds["trajectory_alignment_K"].values, float)
+    s = np.asarray(ds["trajectory_specialisation_K"].values, float)
+    fin = np.isfinite(a)
+    assert fin.any() and np.all((a[fin] >= 0) & (a[fin] <= 1 + 1e-9))
+    # the index is (mean share - 1/F) / (1 - 1/F), shares in [0, 1]: within [-1, 1]
+    assert np.all((s[fin] >= -1 - 1e-9) & (s[fin] <= 1 + 1e-9))
+    start = ds["trajectory_alignment_K"].isel(step=0).values
+    start = start[np.isfinite(start)]
+    assert start.size and np.all(start < 0.7), start
+    np.testing.assert_allclose(ds["alignment_K"].values,
+                               ds["trajectory_alignment_K"].isel(step=-1).values)
+
+
 def test_quick_report_notebook_draws_the_figure_and_every_verdict(quick):
     from bayesslr.report.notebooks import find_notebooks, write_notebooks
 
@@ -93,7 +117,7 @@ def test_quick_report_notebook_draws_the_figure_and_every_verdict(quick):
     runs = write_notebooks(quick, quick / "figures", notebooks=nb)
     (run,) = runs
     assert not run.error and not run.skipped and run.html is not None, run
-    assert run.images == 1
+    assert run.images == 2
     page = html.unescape(re.sub(r"<[^>]+>", "", run.html.read_text(encoding="utf-8")))
     assert "Traceback" not in page
     assert len(run.verdicts) == len(MULTIHEAD_CLAIMS)
@@ -115,12 +139,19 @@ def test_quick_verdicts_are_not_decided_on_two_seeds(quick):
 # ---------------------------------------------------------------------------------------------
 # the claims' rules on synthetic results with known answers
 # ---------------------------------------------------------------------------------------------
-def synthetic(**kw) -> xr.DataTree:
-    """The synthetic multi-head records (tests/multihead_records.py) as a sweep's tree."""
-    recs = multihead_records(**kw)
-    methods = list(dict.fromkeys(r.cell.method for r in recs))
-    ds = family_dataset(get_method(methods[0]), recs, methods)
-    return xr.DataTree(xr.Dataset(), children={"multihead": xr.DataTree(ds)})
+def synthetic(gd: dict[str, int] | None = None, gd_seeds: int = 12, **kw) -> xr.DataTree:
+    """The synthetic multi-head records (tests/multihead_records.py) as a sweep's tree, with
+    ``multihead_gd`` trajectories where ``gd`` is given (member -> seeds showing the stages)."""
+    children = {}
+    for fam, recs in (("multihead", multihead_records(**kw)),
+                      ("multihead_gd", multihead_gd_records(gd, seeds=gd_seeds) if gd else [])):
+        if recs:
+            methods = list(dict.fromkeys(r.cell.method for r in recs))
+            children[fam] = xr.DataTree(family_dataset(get_method(methods[0]), recs, methods))
+    return xr.DataTree(xr.Dataset(), children=children)
+
+
+ALL = {"softmax": 12, "softmax1": 12, "bayes_softmax": 12}
 
 
 def _status(vs):
@@ -140,6 +171,21 @@ def test_claims_fail_where_the_synthetic_answer_says_so():
     assert st[4] == "does not hold", vs[4].line()  # no floor: softmax falls like 1/alpha
     assert st[5] == "does not hold", vs[5].line()  # pruning costs 0.2 >> seed noise
     assert st[:4] == ["holds"] * 4
+
+
+def test_stages_claim_holds_fails_or_says_how_many_seeds():
+    """Twelve of twelve seeds at each of three points: the one-sided binomial p-value 2^-12 is
+    below the family level 0.0228 / 3; none of twelve for softmax: the fraction is below one
+    half; four of four at one point: p = 1/16 > 0.0228 decides nothing, and six seeds would
+    (2^-6 = 0.016)."""
+    assert multihead_claims(synthetic(gd=ALL))[6].status == "holds"
+    v = multihead_claims(synthetic(gd={**ALL, "softmax": 0}))[6]
+    assert v.status == "does not hold", v.line()
+    assert "softmax, multihead L=3 ν=9 Δ=0.05 α=64 λ=0.01 D=24: 0 of 12 seeds" in v.evidence
+    v = multihead_claims(synthetic(gd={"bayes_softmax": 4}, gd_seeds=4))[6]
+    assert v.status == "not enough data" and "needs about 6 seeds" in v.evidence, v.line()
+    v = multihead_claims(synthetic(gd={"bayes_softmax": 9}, gd_seeds=12))[6]
+    assert v.status == "not enough data", v.line()  # P(X >= 9 | 12) = 0.073 > 0.0228
 
 
 def test_unconverged_sampler_is_not_ground_truth():

@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 import xarray as xr
 from matplotlib.figure import Figure
-from multihead_records import multihead_records
+from multihead_records import multihead_gd_records, multihead_records
 from scipy import stats
 
 from bayesslr.registry import Cell, get_method
@@ -145,6 +145,7 @@ def synthetic_records() -> dict[str, list[CellRecord]]:
         add("gd", _rec("gd:softmax", out, variant="spiked", L="3", nu=2.0, delta=0.01,
                        alpha=5.0, lam=0.3, D=400, options={"init": init}))
     recs["multihead"] = multihead_records()
+    recs["multihead_gd"] = multihead_gd_records({"softmax": 2, "bayes_softmax": 10})
     return recs
 
 

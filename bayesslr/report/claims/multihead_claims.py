@@ -45,8 +45,18 @@ MULTIHEAD_CLAIMS = (
     "excess, 1/alpha, would fall to a quarter)",
     "heads can be pruned: with more heads than directions (H > F), keeping the F most "
     "important heads (no retraining) does not raise the excess error",
-    "heads specialise in stages after an unspecialised phase (gradient-descent trajectories)",
+    "heads specialise after an unspecialised phase: on most seeds, gradient descent passes "
+    "through a phase where every head lies in the teacher's span on one common mixture of the "
+    "directions, then ends with one head per direction",
 )
+
+# the stages rule (docs/multihead.md section 8.7), constants of the rule, fixed from the
+# index's definition before any trajectory was judged: a head "in the span" has a cosine of
+# at least ALIGNED with its projection on it (a random head: about sqrt(F / D)); heads
+# "unspecialised" have a specialisation index of at most UNSPECIALISED, "specialised" of at
+# least SPECIALISED (0: one common mixture, 1: one head per direction)
+ALIGNED, UNSPECIALISED, SPECIALISED = 0.9, 0.15, 0.9
+GD_GROUP = "multihead_gd"
 
 # setting columns: a point of a claim is one setting and one alpha, over seeds
 _SETTING = ("variant", "L", "nu", "delta", "D", "F", "lam", "H")
@@ -281,11 +291,101 @@ def multihead_claims(results: Results) -> list[vd.Verdict]:
                              tests=max(len(order.points) + len(shrink.points), 1)))
     out.append(_floor(df, bayes, "multihead:softmax", MULTIHEAD_CLAIMS[4], shrinks=False))
     out.append(_pruning(results, df))
-    out.append(vd.Verdict(MULTIHEAD_CLAIMS[6], vd.UNDECIDED,
-                          "needs gradient-descent trajectories of the multi-head student as "
-                          "sweep cells (bayesslr.multihead.erm.multihead_gd is a library "
-                          "function, not yet a registered member; docs/multihead.md 6.2)"))
-    if note:
+    if note:  # the GD claim uses no sampler: no note
         out = [vd.Verdict(v.claim, v.status, v.evidence + note, v.points) if i else v
                for i, v in enumerate(out)]
+    out.append(_stages(results))
     return out
+
+
+def shows_stages(alignment: Sequence[float], index: Sequence[float]) -> bool:
+    """One trajectory (records in step order) passes through the unspecialised phase (a record
+    with the heads in the teacher's span, ``alignment >= ALIGNED``, and ``index <=
+    UNSPECIALISED``) and ends specialised (last ``index >= SPECIALISED``).
+
+    >>> shows_stages([0.3, 0.98, 0.97, 0.98], [0.5, 0.02, 0.6, 0.99])
+    True
+    >>> shows_stages([0.3, 0.5, 0.97, 0.98], [0.5, 0.02, 0.95, 0.99])   # never in the span
+    False
+    >>> shows_stages([0.3, 0.98, 0.8, 0.8], [0.5, 0.02, 0.01, 0.01])    # stays unspecialised
+    False
+    """
+    a, s = np.asarray(alignment, float), np.asarray(index, float)
+    ok = np.isfinite(a) & np.isfinite(s)
+    a, s = a[ok], s[ok]
+    if s.size < 2 or s[-1] < SPECIALISED:
+        return False
+    return bool(np.any((a >= ALIGNED) & (s <= UNSPECIALISED)))
+
+
+def _majority(k: int, n: int, tests: int) -> vd.Status:
+    """``k`` of ``n`` seeds show the stages: is the fraction above one half? One-sided
+    binomial tests at the level of one ``Z = 2`` comparison shared by ``tests`` points
+    (:func:`bayesslr.report.claims.verdict.critical`); undecided: the seeds that would decide
+    at the observed fraction."""
+    from scipy import stats
+
+    level = (1.0 - stats.norm.cdf(vd.Z)) / tests
+    if n and stats.binomtest(k, n, 0.5, alternative="greater").pvalue < level:
+        return vd.Status(vd.HOLDS)
+    if n and stats.binomtest(k, n, 0.5, alternative="less").pvalue < level:
+        return vd.Status(vd.FAILS)
+    f = k / n if n else 0.5
+    if abs(f - 0.5) < 1e-12:
+        return vd.undecided(f"{k} of {n} seeds: at one half no number of seeds decides; "
+                            "needs more seeds to move the fraction")
+    for m in range(n + 1, 100_001):
+        j = int(round(f * m))
+        alt = "greater" if f > 0.5 else "less"
+        if stats.binomtest(j, m, 0.5, alternative=alt).pvalue < level:
+            return vd.undecided(f"needs about {m} seeds at the observed fraction {f:.2f}")
+    return vd.undecided("needs more than 100000 seeds at the observed fraction")
+
+
+def _stages(results: Results) -> vd.Verdict:
+    """The stages claim on the ``multihead_gd`` group: per member, setting and ``alpha``, the
+    seeds whose trajectory :func:`shows_stages`, judged by :func:`_majority`."""
+    claim = MULTIHEAD_CLAIMS[6]
+    need = ("needs gradient-descent trajectories of the multi-head student "
+            "(multihead_gd cells, e.g. bayesslr run --preset multihead)")
+    ds = groups(results).get(GD_GROUP)
+    names = ("trajectory_alignment_K", "trajectory_specialisation_K")
+    if ds is None or any(n not in ds for n in names) or "step" not in ds.dims:
+        return vd.Verdict(claim, vd.UNDECIDED, need)
+    other = [d for d in ds[names[1]].dims if d not in ("method", "seed", "step")]
+    per: dict[tuple, list[bool]] = {}
+    for m in ds["method"].values.tolist():
+        sub = ds.sel({"method": m})
+        a_all = sub[names[0]].transpose(*other, "seed", "step").values
+        s_all = sub[names[1]].transpose(*other, "seed", "step").values
+        for idx in np.ndindex(*a_all.shape[:-2]):
+            where = {d: sub[d].values[i].item() for d, i in zip(other, idx, strict=True)}
+            for j in range(a_all.shape[-2]):
+                a, s = a_all[idx + (j,)], s_all[idx + (j,)]
+                if not np.isfinite(s).any():
+                    continue
+                key = (m, *sorted((d, str(v)) for d, v in where.items()))
+                per.setdefault(key, []).append(shows_stages(a, s))
+    if not per:
+        return vd.Verdict(claim, vd.UNDECIDED, need)
+    pts = []
+    for key, shown in sorted(per.items()):
+        where = dict(key[1:])
+        k, n = int(sum(shown)), len(shown)
+        st = _majority(k, n, tests=len(per))
+        setting = {d: where.get(d) for d in ("variant", "L", "nu", "delta", "alpha", "lam", "D")}
+        setting = {d: (float(v) if d in ("nu", "delta", "alpha") and v is not None else v)
+                   for d, v in setting.items()}
+        extra = "".join(f" {d}={v}" for d, v in where.items() if d not in setting)
+        text = (f"{key[0].partition(':')[2]}, {vd.cell_text(setting)}{extra}: {k} of {n} "
+                f"seeds pass "
+                f"the unspecialised phase (alignment >= {ALIGNED:g}, index <= "
+                f"{UNSPECIALISED:g}) and end specialised (index >= {SPECIALISED:g})")
+        pts.append((st, text))
+    v = vd.verdict_of(claim, pts, need)
+    from scipy import stats
+
+    level = (1.0 - stats.norm.cdf(vd.Z)) / len(pts)
+    return vd.Verdict(claim, v.status, f"one-sided binomial test of a fraction above one half "
+                      f"at level {level:.3g} per point ({len(pts)} point"
+                      f"{'s' * (len(pts) > 1)}); " + v.evidence, v.points)

@@ -37,14 +37,15 @@ from matplotlib.figure import Figure
 
 from bayesslr.report.figures.error_vs_alpha import error_vs_alpha, excess_vs_alpha
 from bayesslr.report.figures.gd_trajectories import gd_trajectories
-from bayesslr.report.figures.multihead import multihead_excess
+from bayesslr.report.figures.multihead import multihead_excess, multihead_specialisation
 from bayesslr.report.figures.population_risk import population_vs_L, population_vs_nu
 from bayesslr.report.figures.sampler_health import sampler_diagnostics, sampler_starts
 from bayesslr.report.figures.style import NothingToPlot
 from bayesslr.results.query import Results
 
 __all__ = ["FIGURES", "THEMES", "NothingToPlot", "draw", "error_vs_alpha", "excess_vs_alpha",
-           "gd_trajectories", "is_reference", "multihead_excess", "population_vs_L",
+           "gd_trajectories", "is_reference", "multihead_excess", "multihead_specialisation",
+           "population_vs_L",
            "population_vs_nu", "sampler_diagnostics", "sampler_starts", "shipped_label"]
 
 
@@ -91,6 +92,7 @@ FIGURES: dict[str, Callable[[Results], Figure]] = {
     "sampler_diagnostics": sampler_diagnostics,
     "sampler_starts": sampler_starts,
     "multihead_excess": multihead_excess,
+    "multihead_specialisation": multihead_specialisation,
 }
 
 # the figures each report notebook draws (``bayesslr report`` draws them all)
@@ -99,5 +101,5 @@ THEMES: dict[str, tuple[str, ...]] = {
     "finite_sample": ("excess_vs_alpha", "error_vs_alpha"),
     "dynamics": ("gd_trajectories",),
     "sampler_health": ("sampler_diagnostics", "sampler_starts"),
-    "multihead": ("multihead_excess",),
+    "multihead": ("multihead_excess", "multihead_specialisation"),
 }

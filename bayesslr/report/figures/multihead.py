@@ -204,3 +204,77 @@ def _pruning(ax, sub, alpha: np.ndarray) -> None:
     ax.set_xlabel("heads kept (most important first)")
     ax.set_ylabel("test error minus oracle's")
     ax.axhline(0.0, color=FLAG_COLOR, lw=0.8, ls=":")
+
+
+GD_GROUP = "multihead_gd"
+
+
+def multihead_specialisation(results: Results) -> Figure:
+    """Gradient-descent trajectories of the multi-head student (family ``multihead_gd``), what
+    the stages claim judges: per attention (columns) and setting (rows of panel pairs), the key
+    specialisation index (top) and the key alignment with the teacher's span (bottom) of every
+    seed against the step. A seed that passes the unspecialised phase and ends specialised
+    (:func:`bayesslr.report.claims.multihead_claims.shows_stages`) is drawn in the member's
+    colour, the others thin and pale; dotted lines mark the rule's thresholds."""
+    from bayesslr.report.claims.multihead_claims import (
+        ALIGNED,
+        SPECIALISED,
+        UNSPECIALISED,
+        shows_stages,
+    )
+
+    ds = groups(results).get(GD_GROUP)
+    names = ("trajectory_specialisation_K", "trajectory_alignment_K")
+    if ds is None or any(n not in ds for n in names) or "step" not in ds.dims:
+        raise NothingToPlot("no multihead_gd trajectories (bayesslr run --preset multihead)")
+    other = [d for d in ds[names[0]].dims if d not in ("method", "seed", "step")]
+    members = [m for m in ds["method"].values.tolist()]
+    blocks = []
+    for m in members:
+        sub = ds.sel({"method": m})
+        s_all = sub[names[0]].transpose(*other, "seed", "step").values
+        a_all = sub[names[1]].transpose(*other, "seed", "step").values
+        for idx in np.ndindex(*s_all.shape[:-2]):
+            if np.isfinite(s_all[idx]).any():
+                where = {d: sub[d].values[i].item() for d, i in zip(other, idx, strict=True)}
+                blocks.append((m, where, s_all[idx], a_all[idx]))
+    if not blocks:
+        raise NothingToPlot("no finite multihead_gd trajectories")
+    fig, axes = panel_grid(2 * len(blocks), cols=2, width=4.2, height=3.0)
+    step = np.asarray(ds["step"].values, float)
+    for b, (m, where, s, a) in enumerate(blocks):
+        ax_s, ax_a = axes[2 * b], axes[2 * b + 1]
+        color = COLORS.get(m.replace(GD_GROUP, GROUP), "C3")
+        shown = n = 0
+        for j in range(s.shape[0]):
+            ok = np.isfinite(s[j])
+            if not ok.any():
+                continue
+            n += 1
+            passes = shows_stages(a[j], s[j])
+            shown += passes
+            style = dict(color=color, lw=1.0, alpha=0.9) if passes else dict(
+                color="0.6", lw=0.6, alpha=0.5)
+            ax_s.plot(step[ok], s[j][ok], **style)
+            ax_a.plot(step[ok], a[j][ok], **style)
+        for ax, levels, label in ((ax_s, (UNSPECIALISED, SPECIALISED), "key specialisation"),
+                                  (ax_a, (ALIGNED,), "key alignment with the span")):
+            for y in levels:
+                ax.axhline(y, color="k", lw=0.7, ls=":")
+            ax.set_ylim(-0.03, 1.03)
+            ax.set_xlabel("GD step")
+            ax.set_ylabel(label)
+            ax.set_xscale("symlog", linthresh=max(step[1] if step.size > 1 else 1.0, 1.0))
+            ax.set_xlim(0.0, step[-1] if step.size else 1.0)
+        name = m.partition(":")[2]
+        task = {k: v for k, v in where.items() if k in ("variant", "L", "nu", "delta", "D")}
+        rest = {k: v for k, v in where.items() if k not in task}
+        ax_s.set_title(f"{name}, {title_of(rest)}\n{shown} of {n} seeds show the stages "
+                       "(coloured)", fontsize=9)
+        ax_a.set_title(f"{title_of(task)}\nin the span when alignment >= {ALIGNED:g}",
+                       fontsize=9)
+    figure_title(fig, "Multi-head SLR: gradient-descent trajectories of the heads (H-head "
+                      "student)\nunspecialised phase (index <= "
+                      f"{UNSPECIALISED:g} in the span), then one head per direction (index >= "
+                      f"{SPECIALISED:g})", fontsize=10)
+    return fig
