@@ -34,6 +34,14 @@ log-likelihood the swaps need comes with every gradient). Iterations run in comp
 number of round trips (a replica's state travelling from ``b = 1`` to ``beta_min`` and back,
 followed through the swaps), the final ladder, step sizes and HMC acceptance per replica, and
 R-hat / ESS over the chains' ``b = 1`` draws.
+
+**Targets.** The tempered likelihood is a hashable callable ``loglik(x, args)`` on a flat state
+``x`` of any size (the compiled chunks are cached per target): :class:`OneHeadLogLik` for the
+one-head marginal model (``x = (k, v)``, :func:`run_pt`), or the caller's own (the multi-head
+model's, :mod:`bayesslr.multihead.sampling`), driven by :func:`run_pt_flat`, which returns the
+flat ``b = 1`` draws and leaves the convergence diagnostics to the caller (the multi-head ones
+are on permutation-invariant quantities). The prior is always the untempered standard normal on
+the flat state.
 """
 
 from __future__ import annotations
@@ -41,6 +49,8 @@ from __future__ import annotations
 import functools
 import math
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import jax
@@ -163,15 +173,27 @@ def round_trips(swapped: np.ndarray, R: int) -> int:
     return trips
 
 
-@functools.lru_cache(maxsize=8)
-def _chunk_fn(variant: str, n_steps: int, chunk: int, adapt: bool):
-    """``chunk`` PT iterations of all chains and replicas in one compiled call."""
+@dataclass(frozen=True)
+class OneHeadLogLik:
+    """The one-head marginal model's summed log-likelihood at the flat state ``x = (k, v)``
+    (``2D`` entries), ``args = (X, y, mask, nu, delta)``: the tempered target of
+    :func:`run_pt` (hashable, so that its compiled chunks are cached and shared)."""
 
-    def loglik(x, args):
+    variant: str
+
+    def __call__(self, x: jax.Array, args: tuple) -> jax.Array:
         X, y, mask, nu, delta = args
         D = X.shape[-1]
-        return jnp.sum(log_lik_samples(ModelSpec(variant, nu, delta), x[:D], x[D:], X, y,
+        return jnp.sum(log_lik_samples(ModelSpec(self.variant, nu, delta), x[:D], x[D:], X, y,
                                        mask))
+
+
+@functools.lru_cache(maxsize=16)
+def _chunk_fn(loglik: Callable[[jax.Array, tuple], jax.Array], n_steps: int, chunk: int,
+              adapt: bool):
+    """``chunk`` PT iterations of all chains and replicas in one compiled call, on the target
+    ``prior(x) * loglik(x, args)^beta`` with ``prior`` standard normal on the flat ``x``
+    (``loglik`` hashable: :class:`OneHeadLogLik` or the caller's)."""
 
     vg = jax.value_and_grad(loglik)
 
@@ -245,53 +267,108 @@ def _chunk_fn(variant: str, n_steps: int, chunk: int, adapt: bool):
     return jax.jit(run), jax.jit(init)
 
 
-def run_pt(key: PRNGKey, spec: ModelSpec, data: Data, *, budget: int,
-           start: dict[str, Any] | None = None, chains: int = 2, replicas: int = 10,
-           beta_min: float = 1e-3, integration_steps: int = 10, step_size: float = 0.05,
-           warmup_fraction: float = 0.5, chunk: int = 10, max_draws: int = 1000,
-           warmup_budget: int | None = None) -> PTRun:
-    """Parallel tempering within ``budget`` gradient evaluations (see the module doc).
+class PTFlat(NamedTuple):
+    """Flat ``b = 1`` draws and tempering diagnostics of :func:`run_pt_flat` (no R-hat / ESS:
+    the caller diagnoses its own quantities).
 
-    Parameters
+    Attributes
     ----------
-    start : dict, optional
-        ``{"k": (chains, replicas, D), "v": ...}``; default: every replica of every chain from
-        its own prior draw (a random start).
-    warmup_budget : int, optional
-        Gradient evaluations of the warm-up (the starting gradients included); default
-        ``warmup_fraction * budget``.
+    x : numpy.ndarray, shape (chains, draws, dim), float32
+        Draws of the ``b = 1`` replica after the warm-up, thinned (every ``thin``-th sampling
+        iteration, the last included); with no sampling iteration, the last state ``(C, 1,
+        dim)``.
+    betas, swap_rates, round_trips, accept, step_size, grad_evals, grad_evals_warmup,
+    iterations, warmup_done, compile_s, run_s, thin :
+        As in :class:`PTRun`.
+    cold_rejects : int
+        Sampling-phase HMC transitions of the ``b = 1`` replica (all chains, every iteration,
+        kept or not) whose acceptance probability was exactly 0: a non-finite energy error, or
+        one so large that ``exp(-dH)`` underflows in float32 (``dH`` above about 87): the PT
+        analogue of NUTS's divergent transitions.
     """
+
+    x: np.ndarray
+    betas: np.ndarray
+    swap_rates: np.ndarray
+    round_trips: int
+    accept: np.ndarray
+    step_size: np.ndarray
+    grad_evals: int
+    grad_evals_warmup: int
+    iterations: int
+    warmup_done: int
+    compile_s: float
+    run_s: float
+    thin: int
+    cold_rejects: int
+
+    def tempering_summary(self) -> dict[str, Any]:
+        """As :meth:`PTRun.tempering_summary`."""
+        return PTRun.tempering_summary(self)  # type: ignore[arg-type]
+
+
+def check_pt_settings(*, budget: int, chains: int, replicas: int, integration_steps: int,
+                      chunk: int, beta_min: float) -> None:
+    """Refuse (:class:`ConfigError`, one line naming the setting) what :func:`run_pt_flat`
+    cannot run."""
     for nm, val, lo in (("chains", chains, 1), ("replicas", replicas, 1),
                         ("integration_steps", integration_steps, 1), ("chunk", chunk, 1)):
         if int(val) < lo:
             raise ConfigError(f"{nm}={val} is out of range; allowed: integer >= {lo}")
     if not 0.0 < beta_min < 1.0:
         raise ConfigError(f"beta_min={beta_min!r} is out of range; allowed: 0 < beta_min < 1")
-    C, R, n_steps = int(chains), int(replicas), int(integration_steps)
-    D = data.X.shape[-1]
-    per_iter = C * R * n_steps
+    per_iter = int(chains) * int(replicas) * int(integration_steps)
     if budget < per_iter * chunk:
         raise ConfigError(f"budget={budget} is below one chunk ({chunk} iterations x {per_iter}"
                           " gradient evaluations); allowed: a larger budget, or fewer chains, "
                           "replicas or integration_steps")
-    args = (jnp.asarray(data.X, jnp.float32), jnp.asarray(data.y, jnp.float32),
-            jnp.asarray(data.mask, bool), jnp.asarray(spec.nu, jnp.float32),
-            jnp.asarray(spec.delta, jnp.float32))
-    k0, key = jax.random.split(key)
-    if start is None:
-        x = jax.random.normal(k0, (C, R, 2 * D), jnp.float32)
-    else:
-        x = jnp.concatenate([jnp.asarray(start["k"], jnp.float32).reshape(C, R, D),
-                             jnp.asarray(start["v"], jnp.float32).reshape(C, R, D)], axis=-1)
+
+
+def run_pt_flat(key: PRNGKey, loglik: Callable[[jax.Array, tuple], jax.Array], args: tuple,
+                x0: jax.Array, *, budget: int, beta_min: float = 1e-3,
+                integration_steps: int = 10, step_size: float = 0.05,
+                warmup_fraction: float = 0.5, chunk: int = 10, max_draws: int = 1000,
+                warmup_budget: int | None = None) -> PTFlat:
+    """Parallel tempering of ``N(0, I)(x) * exp(beta * loglik(x, args))`` on a flat state
+    within ``budget`` gradient evaluations (the module doc: moves, swaps, adaptation, budget).
+
+    Parameters
+    ----------
+    key : PRNGKey
+        Key of the transitions and swaps (the starts are the caller's).
+    loglik : callable
+        ``loglik(x, args) -> scalar``, hashable (a frozen dataclass): the compiled chunks are
+        cached per ``(loglik, integration_steps, chunk)`` and, through
+        :data:`bayesslr.core.jaxconfig.AOT_CACHE`, per argument shapes.
+    args : tuple of arrays
+        The target's data (traced).
+    x0 : Array, shape (chains, replicas, dim), float32
+        Every replica's start.
+    budget, beta_min, integration_steps, step_size, warmup_fraction, chunk, max_draws,
+    warmup_budget :
+        As in :func:`run_pt`.
+
+    Returns
+    -------
+    PTFlat
+    """
+    x = jnp.asarray(x0, jnp.float32)
+    if x.ndim != 3:
+        raise ConfigError(f"x0 has shape {tuple(x.shape)}; allowed: (chains, replicas, dim)")
+    C, R, dim = (int(a) for a in x.shape)
+    check_pt_settings(budget=budget, chains=C, replicas=R, integration_steps=integration_steps,
+                      chunk=chunk, beta_min=beta_min)
+    n_steps = int(integration_steps)
+    per_iter = C * R * n_steps
     aot = AOT_CACHE
     c0 = aot.compile_s
     t_start = time.perf_counter()
-    run_w, init = _chunk_fn(spec.variant, n_steps, int(chunk), True)
-    run_s, _ = _chunk_fn(spec.variant, n_steps, int(chunk), False)
+    run_w, init = _chunk_fn(loglik, n_steps, int(chunk), True)
+    run_s, _ = _chunk_fn(loglik, n_steps, int(chunk), False)
     ll, g = aot("pt_init", init, x, args)
     betas = geometric_ladder(R, float(beta_min))
     log_eps = jnp.full((R,), math.log(step_size), jnp.float32)
-    inv_mass = jnp.ones((R, 2 * D), jnp.float32)
+    inv_mass = jnp.ones((R, dim), jnp.float32)
     used = per_iter  # the starting gradients
     t = 0
     # warm-up: rounds of doubling length (in chunks), ladder and mass re-placed after each
@@ -301,8 +378,8 @@ def run_pt(key: PRNGKey, spec: ModelSpec, data: Data, *, budget: int,
         n_chunks = 0
         rej_num = np.zeros(R - 1)
         rej_den = np.zeros(R - 1)
-        s1 = np.zeros((R, 2 * D))
-        s2 = np.zeros((R, 2 * D))
+        s1 = np.zeros((R, dim))
+        s2 = np.zeros((R, dim))
         while n_chunks < round_len and used + per_iter * chunk <= warm_budget:
             key, kc = jax.random.split(key)
             out = aot("pt_warm", run_w, kc, jnp.asarray(t, jnp.int32), x, ll, g,
@@ -330,13 +407,16 @@ def run_pt(key: PRNGKey, spec: ModelSpec, data: Data, *, budget: int,
     total = max(0, (budget - used) // (per_iter * chunk)) * chunk
     thin = max(1, -(-total // int(max_draws)))
     keep, accs, sws, a_sum, a_cnt = [], [], [], np.zeros(R - 1), np.zeros(R - 1)
+    cold_rejects = 0
     while used + per_iter * chunk <= budget:
         key, kc = jax.random.split(key)
         out = aot("pt_run", run_s, kc, jnp.asarray(t, jnp.int32), x, ll, g,
                   jnp.asarray(betas, jnp.float32), log_eps, inv_mass, args)
-        x, ll, g, _, _, _, x0, acc, sw, a_sw = out
-        keep.append(np.asarray(x0))
-        accs.append(np.asarray(acc).mean(axis=(0, 1)))
+        x, ll, g, _, _, _, x0_, acc, sw, a_sw = out
+        keep.append(np.asarray(x0_))
+        acc = np.asarray(acc)
+        accs.append(acc.mean(axis=(0, 1)))
+        cold_rejects += int(np.sum(acc[:, :, 0] == 0.0))
         sws.append(np.asarray(sw))
         a_sw = np.asarray(a_sw)
         a_sum += np.nansum(a_sw, axis=(0, 1))
@@ -346,22 +426,64 @@ def run_pt(key: PRNGKey, spec: ModelSpec, data: Data, *, budget: int,
     wall = time.perf_counter() - t_start
     compile_s = aot.compile_s - c0
     if keep:
-        xs = np.concatenate(keep, axis=0)[::-1][::thin][::-1]  # (draws, C, 2D), the last kept
-        xs = np.transpose(xs, (1, 0, 2)).astype(np.float64)
+        xs = np.concatenate(keep, axis=0)[::-1][::thin][::-1]  # (draws, C, dim), the last kept
+        xs = np.transpose(xs, (1, 0, 2))
         swapped = np.concatenate(sws, axis=0)
         acc_r = np.mean(accs, axis=0)
     else:
-        xs = np.asarray(x[:, :1], np.float64)  # (C, 1, 2D): the last state of b = 1
+        xs = np.asarray(x[:, :1])  # (C, 1, dim): the last state of b = 1
         swapped = np.zeros((0, C, max(R - 1, 0)), bool)
         acc_r = np.full(R, np.nan)
+    rates = np.where(a_cnt > 0, a_sum / np.maximum(a_cnt, 1), np.nan)
+    return PTFlat(xs, np.asarray(betas), rates, round_trips(swapped, R), acc_r,
+                  np.exp(np.asarray(log_eps)), int(used), int(warm_used), int(t),
+                  int(warm_iters), float(compile_s), float(wall - compile_s), int(thin),
+                  int(cold_rejects))
+
+
+def run_pt(key: PRNGKey, spec: ModelSpec, data: Data, *, budget: int,
+           start: dict[str, Any] | None = None, chains: int = 2, replicas: int = 10,
+           beta_min: float = 1e-3, integration_steps: int = 10, step_size: float = 0.05,
+           warmup_fraction: float = 0.5, chunk: int = 10, max_draws: int = 1000,
+           warmup_budget: int | None = None) -> PTRun:
+    """Parallel tempering within ``budget`` gradient evaluations (see the module doc).
+
+    The one-head model's run: :func:`run_pt_flat` on :class:`OneHeadLogLik` with the flat
+    state ``(k, v)``, then R-hat / ESS over the ``b = 1`` draws of ``k`` and ``v``.
+
+    Parameters
+    ----------
+    start : dict, optional
+        ``{"k": (chains, replicas, D), "v": ...}``; default: every replica of every chain from
+        its own prior draw (a random start).
+    warmup_budget : int, optional
+        Gradient evaluations of the warm-up (the starting gradients included); default
+        ``warmup_fraction * budget``.
+    """
+    check_pt_settings(budget=budget, chains=chains, replicas=replicas,
+                      integration_steps=integration_steps, chunk=chunk, beta_min=beta_min)
+    C, R = int(chains), int(replicas)
+    D = data.X.shape[-1]
+    args = (jnp.asarray(data.X, jnp.float32), jnp.asarray(data.y, jnp.float32),
+            jnp.asarray(data.mask, bool), jnp.asarray(spec.nu, jnp.float32),
+            jnp.asarray(spec.delta, jnp.float32))
+    k0, key = jax.random.split(key)
+    if start is None:
+        x = jax.random.normal(k0, (C, R, 2 * D), jnp.float32)
+    else:
+        x = jnp.concatenate([jnp.asarray(start["k"], jnp.float32).reshape(C, R, D),
+                             jnp.asarray(start["v"], jnp.float32).reshape(C, R, D)], axis=-1)
+    f = run_pt_flat(key, OneHeadLogLik(spec.variant), args, x, budget=budget,
+                    beta_min=beta_min, integration_steps=integration_steps,
+                    step_size=step_size, warmup_fraction=warmup_fraction, chunk=chunk,
+                    max_draws=max_draws, warmup_budget=warmup_budget)
+    xs = f.x.astype(np.float64)
     k, v = xs[..., :D], xs[..., D:]
     if k.shape[1] >= 4:
         diag = arviz_adapter.diagnostics({"k": k, "v": v})
     else:
         diag = {"r_hat_max": math.nan, "ess_bulk_min": math.nan, "ess_tail_min": math.nan}
-    rates = np.where(a_cnt > 0, a_sum / np.maximum(a_cnt, 1), np.nan)
-    return PTRun(k, v, np.asarray(betas), rates, round_trips(swapped, R), acc_r,
-                 np.exp(np.asarray(log_eps)), int(used), int(warm_used), int(t),
-                 int(warm_iters), float(diag["r_hat_max"]), float(diag["ess_bulk_min"]),
-                 float(diag["ess_tail_min"]), float(compile_s), float(wall - compile_s),
-                 int(thin))
+    return PTRun(k, v, f.betas, f.swap_rates, f.round_trips, f.accept, f.step_size,
+                 f.grad_evals, f.grad_evals_warmup, f.iterations, f.warmup_done,
+                 float(diag["r_hat_max"]), float(diag["ess_bulk_min"]),
+                 float(diag["ess_tail_min"]), f.compile_s, f.run_s, f.thin)
