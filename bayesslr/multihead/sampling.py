@@ -15,7 +15,10 @@
   (:func:`bayesslr.bayes.warmup.nuts_transition`, NumPyro's multinomial trajectory builder;
   chains vectorised by :func:`bayesslr.bayes.nuts.over_chains`) with Stan's windowed
   adaptation, run in compiled chunks driven by traced flags so that every warm-up and draw
-  count reuses one executable; random (prior) or teacher starts.
+  count reuses one executable; random (prior) or teacher starts. Or, with
+  ``sampler="pt"`` (:func:`posterior_draws_pt`), parallel tempering of the likelihood
+  (:func:`bayesslr.bayes.pt.run_pt_flat` on :class:`MultiheadLogLik`, the flat latent of
+  ``2 F D`` entries, its standard normal prior untempered) with HMC moves.
 * **Estimator and diagnostics** (:func:`bayes_optimal_by_sampling`): the posterior-mean
   prediction on test data scored against the teacher-known Bayes predictor; R-hat / ESS
   (:func:`bayesslr.bayes.diagnostics.rank_diagnostics`) of quantities invariant under the
@@ -45,6 +48,7 @@ from scipy.optimize import linear_sum_assignment
 from bayesslr.bayes.diagnostics import rank_diagnostics
 from bayesslr.bayes.method import verdict
 from bayesslr.bayes.nuts import over_chains
+from bayesslr.bayes.pt import run_pt_flat
 from bayesslr.bayes.warmup import initial_step_size, nuts_transition
 from bayesslr.core.jaxconfig import Array, PRNGKey
 from bayesslr.core.metrics import score_given
@@ -62,6 +66,9 @@ from bayesslr.multihead.task import (
 
 __all__ = [
     "MultiheadDraws",
+    "MultiheadLogLik",
+    "MultiheadPTDraws",
+    "MultiheadPTResult",
     "MultiheadSamplingOptions",
     "MultiheadSamplingResult",
     "bayes_optimal_by_sampling",
@@ -70,11 +77,14 @@ __all__ = [
     "multihead_log_lik",
     "multihead_model",
     "posterior_draws",
+    "posterior_draws_pt",
     "sample_train_test",
 ]
 
 LOG_2PI = math.log(2.0 * math.pi)
 INITS: tuple[str, ...] = ("random", "teacher")
+SAMPLERS: tuple[str, ...] = ("nuts", "pt")
+PT_CHUNK = 10  # PT iterations per compiled call (as the one-head sampler=pt)
 
 
 # --------------------------------------------------------------------------------------------
@@ -165,21 +175,57 @@ def multihead_model(X: Array, y: Array, nu: Array, delta: Array, *, F: int,
     numpyro.factor("log_lik", jnp.sum(multihead_log_lik(nu, delta, K, V, X, y)))
 
 
+def site_shape(F: int, D: int, prior: str) -> tuple[int, ...]:
+    """Shape of the model's one sampled site (:func:`site_name`)."""
+    return (D, 2 * F) if prior == "orthonormal" else (2, F, D)
+
+
+@dataclass(frozen=True)
+class MultiheadLogLik:
+    """The summed training log-likelihood (:func:`multihead_log_lik`) at the *flat* site ``x``
+    (``2 F D`` entries of ``KV`` or ``Z``, mapped by :func:`_teacher`), ``args = (X, y, nu,
+    delta)``: the tempered target of parallel tempering
+    (:func:`bayesslr.bayes.pt.run_pt_flat`; hashable, so its compiled chunks are cached). The
+    site's ``N(0, 1)`` prior is the sampler's own untempered standard normal, under both
+    teacher laws (:func:`multihead_model`)."""
+
+    F: int
+    prior: str
+    shape: tuple[int, ...]
+
+    def __call__(self, x: Array, args: tuple) -> Array:
+        X, y, nu, delta = args
+        K, V = _teacher(x.reshape(self.shape), self.F, self.prior)
+        return jnp.sum(multihead_log_lik(nu, delta, K, V, X, y))
+
+
 # --------------------------------------------------------------------------------------------
 # options, data
 # --------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class MultiheadSamplingOptions(Validated):
-    """NUTS settings of :func:`posterior_draws` (each field checked on construction).
+    """Sampler settings of :func:`posterior_draws` (NUTS) and :func:`posterior_draws_pt`
+    (parallel tempering), each field checked on construction (a bad one is a one-line
+    :class:`ConfigError` naming it and its allowed range). The defaults are NUTS's, and the
+    PT fields are ignored by NUTS.
 
     Attributes
     ----------
+    sampler : {"nuts", "pt"}
+        NUTS (default) or parallel tempering of the likelihood
+        (:func:`bayesslr.bayes.pt.run_pt_flat`; the names of the PT fields follow the one-head
+        ``bayes_sampling`` options).
     chains : int
-        Independent chains (2 to 64: R-hat needs two).
+        Independent chains (2 to 64: R-hat needs two); with ``sampler="pt"``, independent
+        replica systems of ``replicas`` temperatures each.
     warmup : int
-        Warm-up iterations per chain (Stan's windowed adaptation).
+        Warm-up iterations per chain (NUTS: Stan's windowed adaptation; PT: iterations of the
+        step-size, mass and ladder adaptation, rounded up to whole chunks of
+        :data:`PT_CHUNK`).
     draws : int
-        Kept draws per chain (>= 4: the rank diagnostics need four).
+        Kept draws per chain (>= 4: the rank diagnostics need four); with ``sampler="pt"``,
+        sampling iterations per chain (rounded up to whole chunks of :data:`PT_CHUNK`), of
+        which ``pt_max_draws`` at most are kept, thinned evenly.
     init : {"random", "teacher"}
         Chains start at independent prior draws, or at the planted teacher (an exact posterior
         draw: at equilibrium from step 0, so it cannot reveal trapping).
@@ -189,9 +235,25 @@ class MultiheadSamplingOptions(Validated):
         NUTS maximal tree depth (1 to 15).
     test_points : int
         Test inputs whose per-draw prediction enters the diagnostics (1 to 64).
+    replicas : int
+        PT: temperatures per replica system, the ladder ``1 = b_0 > ... > b_{R-1} = beta_min``
+        (2 to 256).
+    beta_min : float
+        PT: the hottest inverse temperature of the likelihood, in (0, 1).
+    pt_integration_steps : int
+        PT: leapfrog steps of each replica's HMC move per iteration (1 to 1000).
+    pt_step_size : float
+        PT: the starting leapfrog step size of every replica (then adapted to an HMC
+        acceptance of 0.65 during the warm-up), in (0, 10].
+    pt_max_draws : int
+        PT: cold (``b = 1``) draws kept per chain, thinned evenly from ``draws`` (4 to 10^6).
+
+    One PT iteration costs ``chains * replicas * pt_integration_steps`` gradient evaluations;
+    a run ``(1 + warmup + draws)`` iterations (rounded as above).
     """
 
-    chains: int = option(4, low=2, high=64, doc="NUTS chains")
+    chains: int = option(4, low=2, high=64,
+                         doc="NUTS chains (sampler=pt: independent replica systems)")
     warmup: int = option(300, low=1, high=10**7, doc="warm-up iterations per chain")
     draws: int = option(300, low=4, high=10**7, doc="kept draws per chain")
     init: str = option("random", choices=INITS, doc="chain starts: prior draws or teacher")
@@ -200,6 +262,19 @@ class MultiheadSamplingOptions(Validated):
     max_tree_depth: int = option(10, low=1, high=15, doc="NUTS maximal tree depth")
     test_points: int = option(4, low=1, high=64,
                               doc="test inputs whose per-draw prediction is diagnosed")
+    sampler: str = option("nuts", choices=SAMPLERS,
+                          doc="nuts, or pt (parallel tempering over likelihood temperatures "
+                              "with HMC moves; docs/multihead.md section 7.6)")
+    replicas: int = option(8, low=2, high=256,
+                           doc="temperatures per replica system (sampler=pt)")
+    beta_min: float = option(2e-3, low=0.0, high=1.0, low_open=True, high_open=True,
+                             doc="hottest inverse temperature of the likelihood (sampler=pt)")
+    pt_integration_steps: int = option(20, low=1, high=1000,
+                                       doc="leapfrog steps of each HMC move (sampler=pt)")
+    pt_step_size: float = option(0.05, low=0.0, high=10.0, low_open=True,
+                                 doc="starting leapfrog step size, then adapted (sampler=pt)")
+    pt_max_draws: int = option(2000, low=4, high=10**6,
+                               doc="cold draws kept per chain, thinned evenly (sampler=pt)")
 
 
 def check_sampling_task(task: MultiheadTask) -> MultiheadTask:
@@ -408,6 +483,9 @@ def posterior_draws(key: PRNGKey, task: MultiheadTask, train: MultiheadData,
     if not isinstance(opts, MultiheadSamplingOptions):
         raise ConfigError(f"options={opts!r} is not MultiheadSamplingOptions; allowed: a "
                           "bayesslr.multihead.sampling.MultiheadSamplingOptions")
+    if opts.sampler != "nuts":
+        raise ConfigError(f"sampler={opts.sampler!r} is not run by posterior_draws (NUTS); "
+                          "allowed: sampler='nuts', or posterior_draws_pt for 'pt'")
     _check_data(task, train, "train")
     if opts.init == "teacher" and teacher is None:
         raise ConfigError("init='teacher' needs the teacher; allowed: pass teacher=, or "
@@ -441,6 +519,130 @@ def posterior_draws(key: PRNGKey, task: MultiheadTask, train: MultiheadData,
     grads = int(steps.sum() + np.asarray(steps_w).sum())
     return MultiheadDraws(K, V, logp, div, steps, np.asarray(eps), grads,
                           time.perf_counter() - t0, opts)
+
+
+# --------------------------------------------------------------------------------------------
+# parallel tempering
+# --------------------------------------------------------------------------------------------
+class MultiheadPTDraws(NamedTuple):
+    """Posterior draws of one parallel-tempering run (the ``b = 1`` replica).
+
+    Attributes
+    ----------
+    K, V : numpy.ndarray, shape (chains, draws, F, D)
+        The teacher directions of every kept draw (for the orthonormal prior, the frame of
+        ``Z``).
+    log_density : numpy.ndarray, shape (chains, draws)
+        Unnormalised log posterior of the sampled site (as :class:`MultiheadDraws`).
+    cold_rejects : int
+        Sampling-phase HMC transitions of the ``b = 1`` replica with acceptance probability 0
+        (energy error non-finite or above ~87, where ``exp(-dH)`` underflows in float32), all
+        chains, every iteration: the PT analogue of NUTS's divergences
+        (:class:`bayesslr.bayes.pt.PTFlat`).
+    betas : numpy.ndarray, shape (replicas,)
+        The final ladder (``betas[0] = 1``).
+    swap_rates : numpy.ndarray, shape (replicas - 1,)
+        Swap acceptance of each neighbouring pair in the sampling phase.
+    round_trips : int
+        Round trips ``b = 1 -> beta_min -> b = 1``, all chains, sampling phase.
+    hmc_accept, step_size : numpy.ndarray, shape (replicas,)
+        Mean HMC acceptance (sampling phase) and adapted step size per replica.
+    iterations, warmup_done, thin : int
+        Iterations run (warm-up included), of which warm-up; sampling iterations per kept draw.
+    grad_evals : int
+        Gradient evaluations of the run, warm-up included (every replica's).
+    runtime_s, compile_s : float
+        Wall time (compilation included) and the compilation's share.
+    options : MultiheadSamplingOptions
+    """
+
+    K: np.ndarray
+    V: np.ndarray
+    log_density: np.ndarray
+    cold_rejects: int
+    betas: np.ndarray
+    swap_rates: np.ndarray
+    round_trips: int
+    hmc_accept: np.ndarray
+    step_size: np.ndarray
+    iterations: int
+    warmup_done: int
+    thin: int
+    grad_evals: int
+    runtime_s: float
+    compile_s: float
+    options: MultiheadSamplingOptions
+
+
+@functools.lru_cache(maxsize=8)
+def _frames_fn(F: int, prior: str, shape: tuple[int, ...]):
+    """Flat draws ``(S, dim)`` -> ``K, V`` ``(S, F, D)`` and the log density ``(S,)``."""
+    target = MultiheadLogLik(F, prior, shape)
+
+    def one(x, args):
+        K, V = _teacher(x.reshape(shape), F, prior)
+        logp = -0.5 * jnp.sum(x * x) - 0.5 * x.size * LOG_2PI + target(x, args)
+        return K, V, logp
+
+    return jax.jit(lambda xs, args: lax.map(lambda x: one(x, args), xs))
+
+
+def posterior_draws_pt(key: PRNGKey, task: MultiheadTask, train: MultiheadData,
+                       options: MultiheadSamplingOptions,
+                       teacher: MultiheadTeacher | None = None) -> MultiheadPTDraws:
+    """Parallel-tempering draws of the posterior of ``(K, V)`` given ``train``
+    (docs/multihead.md §7.6).
+
+    ``options.chains`` independent systems of ``options.replicas`` replicas sample
+    ``N(0, I)(x) * lik(x)^b`` on the flat site ``x`` (``2 F D`` entries of ``KV`` or ``Z``,
+    :class:`MultiheadLogLik`): only the likelihood is tempered, the prior is the site's own
+    standard normal under both teacher laws. HMC moves, DEO swaps, the adaptation of step
+    sizes, masses and ladder during the warm-up, and the budget are those of
+    :func:`bayesslr.bayes.pt.run_pt_flat`; ``warmup`` and ``draws`` are iterations (rounded up
+    to whole chunks of :data:`PT_CHUNK`), ``pt_max_draws`` the kept ``b = 1`` draws per chain.
+    ``init="random"``: every replica at its own prior draw; ``"teacher"``: every replica at the
+    teacher.
+
+    Returns
+    -------
+    MultiheadPTDraws
+    """
+    task = check_sampling_task(task)
+    if not isinstance(options, MultiheadSamplingOptions) or options.sampler != "pt":
+        raise ConfigError(f"options={options!r} is not MultiheadSamplingOptions with "
+                          "sampler='pt'; allowed: MultiheadSamplingOptions(sampler='pt', ...)")
+    opts = options
+    _check_data(task, train, "train")
+    if opts.init == "teacher" and teacher is None:
+        raise ConfigError("init='teacher' needs the teacher; allowed: pass teacher=, or "
+                          "init='random'")
+    t0 = time.perf_counter()
+    C, R, n = opts.chains, opts.replicas, opts.pt_integration_steps
+    F, D = task.F, task.D
+    shape = site_shape(F, D, task.teacher)
+    dim = 2 * F * D
+    k_start, k_run = jax.random.split(key)
+    if opts.init == "teacher":
+        z = _starts(k_start, task, opts, teacher)[0].reshape(dim)
+        x0 = jnp.broadcast_to(z, (C, R, dim)).astype(jnp.float32)
+    else:
+        x0 = jax.random.normal(k_start, (C, R, dim), jnp.float32)
+    args = (jnp.asarray(train.X, jnp.float32), jnp.asarray(train.y, jnp.float32),
+            jnp.float32(task.nu), jnp.float32(task.delta))
+    per_iter = C * R * n
+    warm = -(-opts.warmup // PT_CHUNK) * PT_CHUNK
+    draws = -(-opts.draws // PT_CHUNK) * PT_CHUNK
+    r = run_pt_flat(k_run, MultiheadLogLik(F, task.teacher, shape), args, x0,
+                    budget=per_iter * (1 + warm + draws), beta_min=opts.beta_min,
+                    integration_steps=n, step_size=opts.pt_step_size, chunk=PT_CHUNK,
+                    max_draws=opts.pt_max_draws, warmup_budget=per_iter * (1 + warm))
+    S = r.x.shape[1]
+    K, V, logp = (np.asarray(a) for a in _frames_fn(F, task.teacher, shape)(
+        jnp.asarray(r.x.reshape(C * S, dim)), args))
+    K, V = K.reshape(C, S, F, D), V.reshape(C, S, F, D)
+    return MultiheadPTDraws(K, V, logp.reshape(C, S), r.cold_rejects, r.betas, r.swap_rates,
+                            r.round_trips, r.accept, r.step_size, r.iterations, r.warmup_done,
+                            r.thin, r.grad_evals, time.perf_counter() - t0, r.compile_s, opts)
 
 
 # --------------------------------------------------------------------------------------------
@@ -619,6 +821,22 @@ class MultiheadSamplingResult(NamedTuple):
     draws: MultiheadDraws
 
 
+_PT_FIELDS: tuple[tuple[str, type], ...] = (
+    ("swap_rate_min", float), ("swap_rate_mean", float), ("round_trips", int),
+    ("replicas", int), ("ladder", str), ("swap_rates", str), ("hmc_accept_min", float))
+
+MultiheadPTResult = NamedTuple("MultiheadPTResult", [
+    *((n, MultiheadSamplingResult.__annotations__[n]) for n in MultiheadSamplingResult._fields),
+    *_PT_FIELDS])
+MultiheadPTResult.__doc__ = """The sampled Bayes-optimal estimator by parallel tempering
+(``sampler="pt"``): every field of :class:`MultiheadSamplingResult` (``draws`` a
+:class:`MultiheadPTDraws`, ``divergences`` its ``cold_rejects``, the verdict also requiring
+the swap rates and round trips of :func:`bayesslr.bayes.method.verdict`), then the tempering
+diagnostics of :meth:`bayesslr.bayes.pt.PTRun.tempering_summary`: ``swap_rate_min``,
+``swap_rate_mean``, ``round_trips`` (all chains), ``replicas``, ``ladder`` and ``swap_rates``
+(comma lists, hot end last), ``hmc_accept_min``."""
+
+
 def _oracle_terms(task: MultiheadTask, teacher: MultiheadTeacher,
                   X: Array) -> tuple[Array, Array]:
     """Teacher's joint posterior ``P(eps* = l, f* = f | X)`` and ``z*`` flattened to
@@ -643,9 +861,10 @@ def _summary(d: dict[str, np.ndarray]) -> dict[str, float]:
 def bayes_optimal_by_sampling(key: PRNGKey, task: MultiheadTask, teacher: MultiheadTeacher,
                               train: MultiheadData, test: MultiheadData,
                               options: MultiheadSamplingOptions | None = None
-                              ) -> MultiheadSamplingResult:
-    """Posterior-mean (Bayes-optimal) prediction by NUTS, its test error against the teacher,
-    invariant diagnostics and the convergence verdict (docs/multihead.md §7).
+                              ) -> MultiheadSamplingResult | MultiheadPTResult:
+    """Posterior-mean (Bayes-optimal) prediction by NUTS or parallel tempering, its test error
+    against the teacher, invariant diagnostics and the convergence verdict (docs/multihead.md
+    §7).
 
     Parameters
     ----------
@@ -658,12 +877,16 @@ def bayes_optimal_by_sampling(key: PRNGKey, task: MultiheadTask, teacher: Multih
     train, test : MultiheadData
         Training and test data (:func:`sample_train_test`).
     options : MultiheadSamplingOptions, optional
+        ``sampler="nuts"`` (default: :func:`posterior_draws`) or ``"pt"``
+        (:func:`posterior_draws_pt`: the ``b = 1`` replica's draws, then the same prediction,
+        scoring and invariant diagnostics).
 
     Returns
     -------
-    MultiheadSamplingResult
+    MultiheadSamplingResult, or MultiheadPTResult for ``sampler="pt"``
 
-    A measured example (sizes, numbers, wall time) is docs/multihead.md §7.4.
+    A measured example (sizes, numbers, wall time) is docs/multihead.md §7.4 (NUTS) and §7.6
+    (PT).
     """
     task = check_sampling_task(task)
     _check_data(task, test, "test")
@@ -671,7 +894,32 @@ def bayes_optimal_by_sampling(key: PRNGKey, task: MultiheadTask, teacher: Multih
     if isinstance(opts, MultiheadSamplingOptions) and opts.test_points > np.shape(test.y)[0]:
         raise ConfigError(f"test_points={opts.test_points} is out of range; allowed: "
                           f"integer <= n_test = {np.shape(test.y)[0]}")
+    if isinstance(opts, MultiheadSamplingOptions) and opts.sampler == "pt":
+        pt = posterior_draws_pt(key, task, train, opts, teacher)
+        tempering = {
+            "swap_rate_min": float(np.nanmin(pt.swap_rates)) if pt.swap_rates.size else math.nan,
+            "swap_rate_mean": (float(np.nanmean(pt.swap_rates)) if pt.swap_rates.size
+                               else math.nan),
+            "round_trips": int(pt.round_trips), "replicas": int(pt.betas.size),
+            "ladder": ",".join(f"{b:.4g}" for b in pt.betas),
+            "swap_rates": ",".join(f"{a:.3f}" for a in pt.swap_rates),
+            "hmc_accept_min": (float(np.nanmin(pt.hmc_accept)) if pt.hmc_accept.size
+                               else math.nan)}
+        fields = _estimate(task, teacher, train, test, opts, pt, pt.cold_rejects,
+                           {k: tempering[k] for k in ("swap_rate_min", "round_trips")})
+        return MultiheadPTResult(**fields, **tempering)
     draws = posterior_draws(key, task, train, opts, teacher)
+    return MultiheadSamplingResult(**_estimate(task, teacher, train, test, opts, draws,
+                                               int(draws.diverging.sum()), {}))
+
+
+def _estimate(task: MultiheadTask, teacher: MultiheadTeacher, train: MultiheadData,
+              test: MultiheadData, opts: MultiheadSamplingOptions,
+              draws: MultiheadDraws | MultiheadPTDraws, divergences: int,
+              extra: dict[str, Any]) -> dict[str, Any]:
+    """The fields of :class:`MultiheadSamplingResult` from the draws of either sampler:
+    prediction, scores, invariant diagnostics and the verdict (``extra`` joins the verdict's
+    summary: the tempering diagnostics)."""
     C = opts.chains
     # predictions and their scores
     P, z_s = _oracle_terms(task, teacher, test.X)
@@ -687,14 +935,14 @@ def bayes_optimal_by_sampling(key: PRNGKey, task: MultiheadTask, teacher: Multih
     summary = _summary({k: np.concatenate([np.ravel(rank_diagnostics(a)[k]) for a in
                                            q.values()])
                         for k in ("r_hat", "ess_bulk", "ess_tail")})
-    divergences = int(draws.diverging.sum())
     summary["divergences"] = divergences
+    summary.update(extra)
     converged, reason = verdict(summary, C)
     C_, S_, F, D = draws.K.shape
     raw = rank_diagnostics(np.concatenate([draws.K.reshape(C_, S_, -1),
                                            draws.V.reshape(C_, S_, -1)], axis=-1))
     f = float
-    return MultiheadSamplingResult(
+    return dict(
         test_error=f(s_ex.test_error), stderr=f(s_ex.stderr),
         mcmc_stderr=f(np.std(per_chain, ddof=1) / math.sqrt(C)),
         oracle_error=f(s_ex.oracle_error), oracle_error_stderr=f(s_ex.oracle_error_stderr),
