@@ -8,9 +8,10 @@ One family, its members the estimators compared on the same data:
   :func:`bayesslr.multihead.erm.multihead_erm`), then pruned head by head
   (:func:`bayesslr.multihead.erm.prune_heads`, no retraining);
 * ``multihead:bayes_sampling``: the Bayes-optimal estimator at finite ``alpha``, the posterior
-  mean by sampling the teacher-unknown model (NUTS or parallel tempering,
-  :func:`bayesslr.multihead.sampling.bayes_optimal_by_sampling`), with its convergence verdict
-  on permutation-invariant quantities.
+  mean by sampling the teacher-unknown model (NUTS by default, or parallel tempering with
+  ``sampler = "pt"``: :func:`bayesslr.multihead.sampling.bayes_optimal_by_sampling`), with its
+  convergence verdict on permutation-invariant quantities (for PT also the swap rates and
+  round trips, reported as ``swap_rate_min`` and ``round_trips``).
 
 Every cell has the task variant ``"multihead"``; the task's own settings that a one-head cell
 does not have (``F``, ``theta``, ``teacher``) are options, as is the student's ``H`` (default
@@ -150,18 +151,28 @@ def _n_train(cell: Cell) -> int:
     return cell.n_train()
 
 
+# CPU-s per gradient evaluation of one PT replica per unit of N L F D: all replicas of all
+# chains are one vectorised program; measured at L = 2, F = 2, D = 8, N = 400 (2 chains x 10
+# replicas x 8 leapfrog steps x 2130 iterations, 341 k gradients: 12.6 s after 8.1 s of
+# compilation, one core under a load of ~2.5; docs/multihead.md section 7.6)
+PT_CPU_S_PER_GRAD_NLFD = 3e-9
+
+
 def _cost(cell: Cell, opts: Mapping[str, Any]) -> float:
-    """Modelled core-seconds: compilation plus a cost per gradient of ``N L F D`` (sampling:
-    about 30 leapfrog steps an iteration; ERM: about 300 L-BFGS evaluations a restart), fitted
-    on this two-core machine (NUTS at ``D = 24, N = 1536``: 339 CPU-s for 4 x 1500
-    iterations; at ``D = 16, N = 512``: 36 s for 4 x 500; ERM 1-5 CPU-s a fit)."""
+    """Modelled core-seconds: compilation plus a cost per gradient of ``N L F D`` (NUTS:
+    about 30 leapfrog steps an iteration; PT: ``replicas * pt_integration_steps`` gradients an
+    iteration per chain at :data:`PT_CPU_S_PER_GRAD_NLFD`; ERM: about 300 L-BFGS evaluations a
+    restart), fitted on this two-core machine (NUTS at ``D = 24, N = 1536``: 339 CPU-s for
+    4 x 1500 iterations; at ``D = 16, N = 512``: 36 s for 4 x 500; PT at ``D = 8, N = 400``:
+    21 CPU-s for 2 x 2130 iterations of 10 replicas x 8 steps; ERM 1-5 CPU-s a fit)."""
     D, N, L = cell.dimension(), cell.n_train(), LengthLaw.parse(cell.L).L_max
     F = int(opts["F"])
     if cell.member == SAMPLING:
         iters = opts["chains"] * (opts["warmup"] + opts["draws"])
-        reps = opts["replicas"] if opts.get("sampler") == "pt" else 1
-        steps = (opts["pt_integration_steps"] if opts.get("sampler") == "pt" else 30)
-        return 15.0 + 1e-8 * iters * reps * steps * N * L * F * D
+        if opts.get("sampler") == "pt":
+            grads = iters * opts["replicas"] * opts["pt_integration_steps"]
+            return 10.0 + PT_CPU_S_PER_GRAD_NLFD * grads * N * L * F * D
+        return 15.0 + 1e-8 * iters * 30 * N * L * F * D
     H = heads_of(opts)
     return 3.0 + 5e-9 * opts["restarts"] * 300 * N * L * H * D
 
@@ -170,7 +181,11 @@ def _memory(cell: Cell, opts: Mapping[str, Any]) -> Resources:
     D, N, L = cell.dimension(), cell.n_train(), LengthLaw.parse(cell.L).L_max
     data = 4.0 * (N + opts["n_test"]) * L * D
     if cell.member == SAMPLING:
-        draws = 4.0 * opts["chains"] * opts["draws"] * 2 * opts["F"] * D
+        kept = (min(opts["draws"], opts["pt_max_draws"]) if opts.get("sampler") == "pt"
+                else opts["draws"])
+        draws = 4.0 * opts["chains"] * kept * 2 * opts["F"] * D
+        if opts.get("sampler") == "pt":  # the cold slot of every sampling iteration, float32
+            draws += 4.0 * opts["chains"] * opts["draws"] * 2 * opts["F"] * D
         return Resources(3 * data + 2 * draws, "data and draws", "n_test, draws or D")
     return Resources(3 * data * opts["restarts"], "data per restart", "n_test, restarts or D")
 
@@ -283,9 +298,9 @@ def _sampling_cell(cell: Cell, opts: Mapping[str, Any], task: MultiheadTask) -> 
         "divergences": r.divergences, "grad_evals": r.grad_evals,
         "converged": bool(r.converged), "reason": r.reason,
     }
-    for name in ("swap_rate_min", "round_trips"):
-        if hasattr(r, name):
-            out[name] = float(getattr(r, name))
+    if hasattr(r, "swap_rate_min"):  # sampler = "pt"
+        out["swap_rate_min"] = float(r.swap_rate_min)
+        out["round_trips"] = int(r.round_trips)
     return out
 
 
