@@ -98,4 +98,5 @@ def test_every_shipped_data_file_is_listed():
     for f in files:
         assert f"`{f}`" in readme, f
         assert f"``{f}``" in load_reference.__doc__, f
-    assert re.search(r'name : \{"reference", "paper", "dynamics"\}', load_reference.__doc__)
+    assert re.search(r'name : \{"reference", "paper", "dynamics", "multihead"\}',
+                     load_reference.__doc__)

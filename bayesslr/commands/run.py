@@ -208,7 +208,8 @@ def report(
     shipped: str = typer.Option(
         "reference", "--shipped", metavar="NAME",
         help="with --reference: which shipped results, 'reference' (the reference preset, "
-             "sizes reduced) or 'paper' (the paper preset, the paper's sizes)"),
+             "sizes reduced), 'paper' (the paper preset, the paper's sizes), 'dynamics' or "
+             "'multihead' (their presets)"),
     formats: str = typer.Option("png,pdf", "--formats", metavar="png,pdf,svg",
                                 help="comma list of png, pdf, svg"),
     notebooks: bool = flag("--notebooks", "also execute the report notebooks on RESULTS and "

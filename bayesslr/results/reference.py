@@ -1,6 +1,6 @@
 """The shipped results: every setting of the paper's figures, computed once.
 
-The package carries three results files (:data:`SHIPPED`), and two data files with their own
+The package carries four results files (:data:`SHIPPED`), and two data files with their own
 readers (``leaderboard.nc``, :mod:`bayesslr.crosslibrary.board`; ``inference_reference.nc``,
 :mod:`bayesslr.inference.reference`):
 
@@ -11,10 +11,13 @@ readers (``leaderboard.nc``, :mod:`bayesslr.crosslibrary.board`; ``inference_ref
 - ``paper`` (``bayesslr/data/paper.nc``), the ``paper`` preset: the same settings at the
   paper's sizes (``reductions`` empty), a run of several core-hours;
 - ``dynamics`` (``bayesslr/data/dynamics.nc``), the ``dynamics`` preset (docs/dynamics.md):
-  gradient-descent trajectories and the hard window, at its own sizes.
+  gradient-descent trajectories and the hard window, at its own sizes;
+- ``multihead`` (``bayesslr/data/multihead.nc``), the ``multihead`` preset (docs/multihead.md
+  section 8): the multi-head model's attentions, their GD trajectories and the sampled
+  Bayes-optimal estimator.
 
 :func:`load_reference` opens any of them like any results directory (``bayesslr.load``);
-``bayesslr report --reference OUT [--shipped paper|dynamics]`` draws the figures from one without
+``bayesslr report --reference OUT [--shipped paper|dynamics|multihead]`` draws the figures from one without
 computing anything; the notebooks use ``reference`` when given no results directory.
 
 :func:`build_reference` turns a finished run into such a file: the results tree, plus the
@@ -50,6 +53,9 @@ SHIPPED: dict[str, tuple[str, str]] = {
                                 "(docs/dynamics.md), GD trajectories at D = 200 and the hard "
                                 "window at Delta = 1e-4 (state evolution, PT from random and "
                                 "teacher starts, GAMP)"),
+    "multihead": ("multihead.nc", "bayesslr multi-head results: the multihead preset "
+                                  "(docs/multihead.md section 8), three attentions by ERM and "
+                                  "GD against the Bayes-optimal estimator by sampling"),
 }
 
 # what the reference preset reduces against the paper preset, and why (kept with the data;
@@ -96,7 +102,9 @@ def load_reference(name: str = "reference") -> xr.DataTree:
       with the ``reference`` preset, sizes reduced;
     - ``"paper"`` (``paper.nc``): the ``paper`` preset, the same settings at the paper's sizes;
     - ``"dynamics"`` (``dynamics.nc``): the ``dynamics`` preset (docs/dynamics.md), GD
-      trajectories at ``D = 200`` and the hard window at ``Delta = 1e-4``, at its own sizes.
+      trajectories at ``D = 200`` and the hard window at ``Delta = 1e-4``, at its own sizes;
+    - ``"multihead"`` (``multihead.nc``): the ``multihead`` preset (docs/multihead.md section
+      8), the multi-head model at ``D = 24``.
 
     The package ships two more data files that are not results trees and have their own
     readers: ``leaderboard.nc`` (:func:`bayesslr.crosslibrary.board.leaderboard`) and
@@ -108,7 +116,7 @@ def load_reference(name: str = "reference") -> xr.DataTree:
 
     Parameters
     ----------
-    name : {"reference", "paper", "dynamics"}
+    name : {"reference", "paper", "dynamics", "multihead"}
         Which shipped file (:data:`SHIPPED`).
 
     Returns
@@ -317,7 +325,7 @@ def build_reference(results: str | Path, out: str | Path | None = None, *,
         Wall time of the whole run on this machine.
     notes : str, optional
         Anything else a reader of the numbers should know (kept as the ``notes`` attribute).
-    name : {"reference", "paper", "dynamics"}
+    name : {"reference", "paper", "dynamics", "multihead"}
         Which shipped file this is (:data:`SHIPPED`; the ``shipped`` attribute).
 
     Returns
