@@ -1,8 +1,9 @@
 """Every verdict of the shipped results files is quoted in the docs, as the code computes it
 (issue 36, item 2): the README's table for the paper file, docs/results.md's for the reduced
-reference, docs/multihead.md's for the multi-head file (its own theme). The tables are checked against ``all_verdicts`` on the shipped files, row by row
-(theme, status, the claim's first words), so a change of a file or of a claim's rule that
-moves a verdict fails here until the table, and its explanation, are updated."""
+reference, docs/multihead.md's for the multi-head file (its own theme). The tables are checked
+against ``all_verdicts`` on the shipped files, row by row (theme, status, the claim's first
+words), so a change of a file or of a claim's rule that moves a verdict fails here until the
+table, and its explanation, are updated."""
 
 from __future__ import annotations
 

@@ -17,8 +17,8 @@ readers (``leaderboard.nc``, :mod:`bayesslr.crosslibrary.board`; ``inference_ref
   Bayes-optimal estimator.
 
 :func:`load_reference` opens any of them like any results directory (``bayesslr.load``);
-``bayesslr report --reference OUT [--shipped paper|dynamics|multihead]`` draws the figures from one without
-computing anything; the notebooks use ``reference`` when given no results directory.
+``bayesslr report --reference OUT [--shipped paper|dynamics|multihead]`` draws the figures from
+one without computing anything; the notebooks use ``reference`` when given no results directory.
 
 :func:`build_reference` turns a finished run into such a file: the results tree, plus the
 provenance of the run (machine, wall time, the reductions against the ``paper`` preset).
