@@ -24,16 +24,10 @@ from bayesslr.amp.gamp import GampOptions, gamp, gamp_predict
 from bayesslr.core.metrics import test_errors
 from bayesslr.core.options import Opt, schema_of
 from bayesslr.core.task import algorithm_key, seed_key
-from bayesslr.registry import (
-    Cell,
-    CliFace,
-    PlotStyle,
-    ReportRole,
-    Resources,
-    common,
-    outputs,
-    register,
-)
+from bayesslr.registry import Cell, CliFace, PlotStyle, ReportRole, Resources
+
+# isort: split
+from bayesslr.registry import common, outputs, register
 
 SCHEMA = schema_of(GampOptions, "amp") + (
     Opt("n_test", 10_000, "int", low=2, high=10**8, doc="fresh test inputs"),

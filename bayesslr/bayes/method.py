@@ -53,16 +53,10 @@ from bayesslr.core.thresholds import (
     chain_failures,
     num,
 )
-from bayesslr.registry import (
-    Cell,
-    CliFace,
-    PlotStyle,
-    ReportRole,
-    Resources,
-    common,
-    outputs,
-    register,
-)
+from bayesslr.registry import Cell, CliFace, PlotStyle, ReportRole, Resources
+
+# isort: split
+from bayesslr.registry import common, outputs, register
 
 # teacher, training and test data in one compiled call (eager generation compiles op by op)
 _sample_task = jax.jit(sample_task, static_argnums=(1, 2, 3))

@@ -34,17 +34,10 @@ from bayesslr.core.options import Opt, schema_of
 from bayesslr.core.task import OVERLAP_NAMES, ConfigError
 from bayesslr.erm.gd import GDOptions, gd_trajectory
 from bayesslr.erm.protocol import ERMOptions, parse_erm_lam, run_erm_protocol_grid
-from bayesslr.registry import (
-    Cell,
-    CliFace,
-    Output,
-    PlotStyle,
-    ReportRole,
-    Resources,
-    common,
-    outputs,
-    register,
-)
+from bayesslr.registry import Cell, CliFace, Output, PlotStyle, ReportRole, Resources
+
+# isort: split
+from bayesslr.registry import common, outputs, register
 from bayesslr.theory.replica_lam import REPLICA_PREREQUISITES, replica_cell, replica_lam
 
 ERM_ACTIVATIONS: tuple[str, ...] = tuple(ACTIVATIONS)

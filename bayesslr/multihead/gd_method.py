@@ -29,17 +29,10 @@ from bayesslr.core.task import ConfigError, LengthLaw, seed_key
 from bayesslr.multihead.erm import MultiheadGDOptions, multihead_gd, specialisation
 from bayesslr.multihead.method import TASK_SCHEMA, VARIANT, heads_of, task_of
 from bayesslr.multihead.task import SIGMAS, sample_teacher
-from bayesslr.registry import (
-    Cell,
-    CliFace,
-    Output,
-    PlotStyle,
-    ReportRole,
-    Resources,
-    common,
-    outputs,
-    register,
-)
+from bayesslr.registry import Cell, CliFace, Output, PlotStyle, ReportRole, Resources
+
+# isort: split
+from bayesslr.registry import common, outputs, register
 
 FAMILY = "multihead_gd"
 # the task's own options (F, theta, teacher) and the student's H; n_test is GD's own

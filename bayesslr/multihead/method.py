@@ -61,17 +61,10 @@ from bayesslr.multihead.task import (
     MultiheadTask,
     joint_posterior,
 )
-from bayesslr.registry import (
-    Cell,
-    CliFace,
-    Output,
-    PlotStyle,
-    ReportRole,
-    Resources,
-    common,
-    outputs,
-    register,
-)
+from bayesslr.registry import Cell, CliFace, Output, PlotStyle, ReportRole, Resources
+
+# isort: split
+from bayesslr.registry import common, outputs, register
 
 VARIANT = "multihead"
 SAMPLING = "bayes_sampling"
