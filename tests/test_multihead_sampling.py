@@ -14,12 +14,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from multihead_easy import EASY, assert_reaches_bayes_error, easy_run
 from numpyro.infer.util import log_density
 
 from bayesslr.bayes.model import ModelSpec, log_lik_samples, marginal_model
-from bayesslr.core.metrics import score_given
 from bayesslr.core.task import ConfigError
-from bayesslr.multihead import MultiheadTask, bayes_predict, sample_multihead
+from bayesslr.multihead import MultiheadTask
 from bayesslr.multihead import sampling as mhs
 from bayesslr.multihead.sampling import (
     MultiheadSamplingOptions,
@@ -29,10 +29,6 @@ from bayesslr.multihead.sampling import (
     posterior_draws,
     sample_train_test,
 )
-
-# the easy setting: large alpha = 50, strong signal, small noise
-EASY = MultiheadTask(L=2, F=2, nu=9.0, delta=0.1, D=8, teacher="gaussian")
-N_TRAIN, N_TEST = 400, 2000
 
 
 def direct_log_joint(task: MultiheadTask, z: np.ndarray, X: np.ndarray,
@@ -70,10 +66,7 @@ def direct_log_joint(task: MultiheadTask, z: np.ndarray, X: np.ndarray,
 
 @pytest.fixture(scope="module")
 def easy():
-    teacher, train, test = sample_train_test(jax.random.key(0), EASY, N_TRAIN, N_TEST)
-    opts = MultiheadSamplingOptions(chains=4, warmup=300, draws=600)
-    r = bayes_optimal_by_sampling(jax.random.key(1), EASY, teacher, train, test, opts)
-    return teacher, train, test, r
+    return easy_run(MultiheadSamplingOptions(chains=4, warmup=300, draws=600))
 
 
 @functools.partial(jax.jit, static_argnames=("F", "prior"))
@@ -141,16 +134,7 @@ def test_easy_posterior_mean_reaches_the_teacher_known_bayes_error(easy):
     errors (test inputs, unpaired, plus the chains' Monte Carlo error). The same tolerance
     rejects a predictor with a wrong teacher (a prior draw), so the check has power."""
     teacher, _, test, r = easy
-    assert r.converged, r.reason
-    tol = 4 * math.sqrt(r.stderr ** 2 + r.oracle_error_stderr ** 2 + r.mcmc_stderr ** 2)
-    assert abs(r.test_error - r.oracle_error) < tol, (r.test_error, r.oracle_error, tol)
-    assert abs(r.test_error_plain - r.oracle_error) < tol
-    assert 0.0 <= r.excess_over_oracle < tol
-    # the wrong-teacher predictor fails the same tolerance
-    wrong = sample_multihead(jax.random.key(99), EASY, 1)[0]
-    P, z_s = mhs._oracle_terms(EASY, teacher, test.X)
-    s = score_given(P, z_s, jnp.asarray(test.y), bayes_predict(EASY, wrong, test.X))
-    assert float(s.test_error) - r.oracle_error > 10 * tol
+    assert_reaches_bayes_error(teacher, test, r)  # and the wrong-teacher predictor fails it
     # the posterior has learned the directions (matched overlaps near the teacher's norms)
     assert min(r.overlap_K) > 0.5 and min(r.overlap_V) > 0.5
 
