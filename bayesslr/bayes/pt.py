@@ -50,8 +50,8 @@ import functools
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, NamedTuple
+from dataclasses import dataclass, fields
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -66,13 +66,14 @@ from bayesslr.core.task import ConfigError, Data
 TARGET_ACCEPT = 0.65
 
 
-class PTRun(NamedTuple):
-    """Draws, cost and diagnostics of one parallel-tempering run.
+@dataclass(frozen=True)
+class PTTempering:
+    """The tempering diagnostics and cost of one parallel-tempering run, common to
+    :class:`PTFlat` (what :func:`run_pt_flat` returns) and :class:`PTRun` (what :func:`run_pt`
+    returns).
 
     Attributes
     ----------
-    k, v : numpy.ndarray, shape (chains, draws, D)
-        Draws of the ``b = 1`` replica after the warm-up.
     betas : numpy.ndarray, shape (replicas,)
         The final ladder (``betas[0] = 1``).
     swap_rates : numpy.ndarray, shape (replicas - 1,)
@@ -83,15 +84,12 @@ class PTRun(NamedTuple):
         Mean HMC acceptance per replica (sampling phase).
     step_size : numpy.ndarray, shape (replicas,)
     grad_evals, grad_evals_warmup, iterations, warmup_done : int
-    r_hat_max, ess_bulk_min, ess_tail_min : float
     compile_s, run_s : float
     thin : int
         Sampling iterations per kept draw (the kept draws are every ``thin``-th, the last
         included).
     """
 
-    k: np.ndarray
-    v: np.ndarray
     betas: np.ndarray
     swap_rates: np.ndarray
     round_trips: int
@@ -101,9 +99,6 @@ class PTRun(NamedTuple):
     grad_evals_warmup: int
     iterations: int
     warmup_done: int
-    r_hat_max: float
-    ess_bulk_min: float
-    ess_tail_min: float
     compile_s: float
     run_s: float
     thin: int
@@ -121,6 +116,27 @@ class PTRun(NamedTuple):
             "swap_rates": ",".join(f"{a:.3f}" for a in rates),
             "hmc_accept_min": float(np.nanmin(self.accept)) if self.accept.size else math.nan,
         }
+
+
+@dataclass(frozen=True)
+class PTRun(PTTempering):
+    """Draws, cost and diagnostics of one parallel-tempering run of the one-head model.
+
+    Attributes
+    ----------
+    k, v : numpy.ndarray, shape (chains, draws, D)
+        Draws of the ``b = 1`` replica after the warm-up.
+    r_hat_max, ess_bulk_min, ess_tail_min : float
+    betas, swap_rates, round_trips, accept, step_size, grad_evals, grad_evals_warmup,
+    iterations, warmup_done, compile_s, run_s, thin :
+        As in :class:`PTTempering`.
+    """
+
+    k: np.ndarray
+    v: np.ndarray
+    r_hat_max: float
+    ess_bulk_min: float
+    ess_tail_min: float
 
 
 def geometric_ladder(replicas: int, beta_min: float) -> np.ndarray:
@@ -267,7 +283,8 @@ def _chunk_fn(loglik: Callable[[jax.Array, tuple], jax.Array], n_steps: int, chu
     return jax.jit(run), jax.jit(init)
 
 
-class PTFlat(NamedTuple):
+@dataclass(frozen=True)
+class PTFlat(PTTempering):
     """Flat ``b = 1`` draws and tempering diagnostics of :func:`run_pt_flat` (no R-hat / ESS:
     the caller diagnoses its own quantities).
 
@@ -279,7 +296,7 @@ class PTFlat(NamedTuple):
         dim)``.
     betas, swap_rates, round_trips, accept, step_size, grad_evals, grad_evals_warmup,
     iterations, warmup_done, compile_s, run_s, thin :
-        As in :class:`PTRun`.
+        As in :class:`PTTempering`.
     cold_rejects : int
         Sampling-phase HMC transitions of the ``b = 1`` replica (all chains, every iteration,
         kept or not) whose acceptance probability was exactly 0: a non-finite energy error, or
@@ -288,23 +305,7 @@ class PTFlat(NamedTuple):
     """
 
     x: np.ndarray
-    betas: np.ndarray
-    swap_rates: np.ndarray
-    round_trips: int
-    accept: np.ndarray
-    step_size: np.ndarray
-    grad_evals: int
-    grad_evals_warmup: int
-    iterations: int
-    warmup_done: int
-    compile_s: float
-    run_s: float
-    thin: int
     cold_rejects: int
-
-    def tempering_summary(self) -> dict[str, Any]:
-        """As :meth:`PTRun.tempering_summary`."""
-        return PTRun.tempering_summary(self)  # type: ignore[arg-type]
 
 
 def check_pt_settings(*, budget: int, chains: int, replicas: int, integration_steps: int,
@@ -435,10 +436,13 @@ def run_pt_flat(key: PRNGKey, loglik: Callable[[jax.Array, tuple], jax.Array], a
         swapped = np.zeros((0, C, max(R - 1, 0)), bool)
         acc_r = np.full(R, np.nan)
     rates = np.where(a_cnt > 0, a_sum / np.maximum(a_cnt, 1), np.nan)
-    return PTFlat(xs, np.asarray(betas), rates, round_trips(swapped, R), acc_r,
-                  np.exp(np.asarray(log_eps)), int(used), int(warm_used), int(t),
-                  int(warm_iters), float(compile_s), float(wall - compile_s), int(thin),
-                  int(cold_rejects))
+    return PTFlat(betas=np.asarray(betas), swap_rates=rates,
+                  round_trips=round_trips(swapped, R), accept=acc_r,
+                  step_size=np.exp(np.asarray(log_eps)), grad_evals=int(used),
+                  grad_evals_warmup=int(warm_used), iterations=int(t),
+                  warmup_done=int(warm_iters), compile_s=float(compile_s),
+                  run_s=float(wall - compile_s), thin=int(thin), x=xs,
+                  cold_rejects=int(cold_rejects))
 
 
 def run_pt(key: PRNGKey, spec: ModelSpec, data: Data, *, budget: int,
@@ -483,7 +487,7 @@ def run_pt(key: PRNGKey, spec: ModelSpec, data: Data, *, budget: int,
         diag = arviz_adapter.diagnostics({"k": k, "v": v})
     else:
         diag = {"r_hat_max": math.nan, "ess_bulk_min": math.nan, "ess_tail_min": math.nan}
-    return PTRun(k, v, f.betas, f.swap_rates, f.round_trips, f.accept, f.step_size,
-                 f.grad_evals, f.grad_evals_warmup, f.iterations, f.warmup_done,
-                 float(diag["r_hat_max"]), float(diag["ess_bulk_min"]),
-                 float(diag["ess_tail_min"]), f.compile_s, f.run_s, f.thin)
+    tempering = {fl.name: getattr(f, fl.name) for fl in fields(PTTempering)}
+    return PTRun(**tempering, k=k, v=v, r_hat_max=float(diag["r_hat_max"]),
+                 ess_bulk_min=float(diag["ess_bulk_min"]),
+                 ess_tail_min=float(diag["ess_tail_min"]))
