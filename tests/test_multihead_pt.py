@@ -19,11 +19,7 @@ from multihead_easy import EASY, assert_reaches_bayes_error, easy_run
 import bayesslr as bs
 from bayesslr.core.task import ConfigError
 from bayesslr.multihead import sampling as mhs
-from bayesslr.multihead.sampling import (
-    MultiheadSamplingOptions,
-    posterior_draws,
-    posterior_draws_pt,
-)
+from bayesslr.multihead.sampling import MultiheadSamplingOptions, posterior_draws
 from bayesslr.registry import Cell
 
 # 2 replica systems of 10 temperatures down to b = 0.05, 8 leapfrog steps: the shapes (and so
@@ -87,7 +83,7 @@ def test_each_driver_refuses_the_other_sampler(easy):
     with pytest.raises(ConfigError, match=r"sampler='pt' is not run by posterior_draws"):
         posterior_draws(jax.random.key(0), EASY, train, MultiheadSamplingOptions(**PT))
     with pytest.raises(ConfigError, match=r"sampler='pt'"):
-        posterior_draws_pt(jax.random.key(0), EASY, train, MultiheadSamplingOptions())
+        mhs.posterior_draws_pt(jax.random.key(0), EASY, train, MultiheadSamplingOptions())
 
 
 CELL = dict(variant="multihead", L="2", nu=9.0, delta=0.1, alpha=50.0, D=8)
