@@ -646,10 +646,10 @@ def pruned_predict(X: Array, p: MultiheadParams, keep: Array, sigma: str) -> Arr
     head's term is removed, and for ``bayes_softmax`` its weight leaves the shared
     normalisation (a score of ``-inf``), exactly as if the head were deleted; no head kept:
     the predictor 0."""
-    s = _heads(X, p.K, "K") + p.bias
+    r = _heads(X, p.K, "K")
     if sigma == "bayes_softmax":
-        s = jnp.where(keep, s, -jnp.inf)
-    w = _normalise(s, sigma)
+        r = jnp.where(keep, r, -jnp.inf)
+    w = _normalise(r, p.bias, sigma)
     terms = jnp.where(keep & jnp.any(keep), w * _heads(X, p.V, "V"), 0.0)
     return jnp.sum(terms, axis=(-2, -1))
 
@@ -659,7 +659,7 @@ def _prune(teacher: MultiheadTeacher, data: MultiheadData, test: MultiheadData,
            p: MultiheadParams, *, task: MultiheadTask, sigma: str, rule: str):
     H, D = p.K.shape
     if rule == "output":  # each head's own term sum_l sigma_{l,h} z_{l,h}, full model's weights
-        w = _normalise(_heads(data.X, p.K, "K") + p.bias, sigma)
+        w = _normalise(_heads(data.X, p.K, "K"), p.bias, sigma)
         score = jnp.mean(jnp.sum(w * _heads(data.X, p.V, "V"), axis=1) ** 2, 0)
     else:
         score = jnp.sum(p.V ** 2, -1) / D

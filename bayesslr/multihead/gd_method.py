@@ -113,7 +113,7 @@ def _memory(cell: Cell, opts: Mapping[str, Any]) -> Resources:
                       "student, specialisation of its heads (docs/multihead.md)",
           outputs=OUTPUTS, cost=_cost, memory=_memory, check=_check,
           plot=PlotStyle(kind="line", label="{activation} (multi-head GD)", linestyle="--"),
-          version="1", report=ReportRole(),
+          version="2", report=ReportRole(),
           dims=("variant", "L", "nu", "delta", "alpha", "lam", "D"),
           cli=CliFace(
               verb=("multihead-gd",),

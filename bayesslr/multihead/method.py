@@ -303,7 +303,7 @@ def _sampling_cell(cell: Cell, opts: Mapping[str, Any], task: MultiheadTask) -> 
                       "and the Bayes-optimal estimator by sampling (docs/multihead.md)",
           outputs=OUTPUTS, cost=_cost, memory=_memory, check=_check,
           plot=PlotStyle(kind="marker", label="{activation} (multi-head)", marker="s"),
-          version="1", report=ReportRole(),
+          version="2", report=ReportRole(),
           dims=("variant", "L", "nu", "delta", "alpha", "lam", "D"),
           cli=CliFace(
               verb=("multihead",),

@@ -355,26 +355,40 @@ def _check_bias(bias: Array | None, H: int) -> Array:
     return bias
 
 
-def _normalise(s: Array, sigma: str) -> Array:
-    """Weights from scores ``s`` (..., L, H) (docs/multihead.md §2)."""
+def _normalise(r: Array, bias: Array, sigma: str) -> Array:
+    """Weights from raw scores ``r`` (..., L, H) and per-head offsets ``bias`` (H,), the scores
+    being ``s = r + bias`` (docs/multihead.md §2).
+
+    ``softmax1`` never forms ``r + bias``: an ERM fit can send ``b_h`` to the thousands (the
+    sink switched off, the head a plain softmax), where float32 keeps ``r + b_h`` to about
+    ``|b_h| 6e-8`` only, and the solver stalls on that round-off (docs/multihead.md §8.6).
+    With ``M = max_l r_l`` (its gradient stopped, as in ``jax.nn.softmax``) the weights are
+    ``exp(r_l - M - log(exp(-b - M) + sum_l' exp(r_l' - M)))``, every term of order one."""
+    if sigma == "softmax1":
+        top = jax.lax.stop_gradient(jnp.max(r, axis=-2, keepdims=True))
+        rel = r - top
+        log_norm = jnp.logaddexp(-(bias + top), jax.nn.logsumexp(rel, axis=-2, keepdims=True))
+        return jnp.exp(rel - log_norm)
+    return _normalise_scores(r + bias, sigma)
+
+
+def _normalise_scores(s: Array, sigma: str) -> Array:
+    """Weights from the scores ``s = r + bias`` (..., L, H) for ``softmax`` and
+    ``bayes_softmax`` (a score of ``-inf`` drops its weight)."""
     if sigma == "softmax":
         return jax.nn.softmax(s, axis=-2)
-    if sigma == "softmax1":
-        top = jnp.maximum(jnp.max(s, axis=-2, keepdims=True), 0.0)
-        e = jnp.exp(s - top)
-        return e / (jnp.exp(-top) + jnp.sum(e, axis=-2, keepdims=True))
     flat = s.reshape(*s.shape[:-2], -1)
     return jax.nn.softmax(flat, axis=-1).reshape(s.shape)
 
 
 @partial(jax.jit, static_argnames=("sigma",))
 def _weights(X: Array, K: Array, bias: Array, sigma: str) -> Array:
-    return _normalise(_heads(X, K, "K") + bias, sigma)
+    return _normalise(_heads(X, K, "K"), bias, sigma)
 
 
 @partial(jax.jit, static_argnames=("sigma",))
 def _predict(X: Array, K: Array, V: Array, bias: Array, sigma: str) -> Array:
-    w = _normalise(_heads(X, K, "K") + bias, sigma)
+    w = _normalise(_heads(X, K, "K"), bias, sigma)
     return jnp.sum(w * _heads(X, V, "V"), axis=(-2, -1))
 
 
@@ -634,7 +648,7 @@ def _student_population(task: MultiheadTask, sigma: str, c: Array, bias: Array, 
                         seed: int) -> tuple[Array, Array, Array, Array]:
     onehot, theta, chi = _population_fields(task, samples, seed)
     ab, bb = _bayes_terms(task, onehot, theta, chi)
-    w = _normalise(c * chi + bias, sigma)
+    w = _normalise(c * chi, bias, sigma)
     a = jnp.sum(onehot * jnp.sum(w * theta[:, None, :], axis=-1), axis=-1)
     b = jnp.sum(w ** 2, axis=(-2, -1))
     return a, b, ab, bb
