@@ -51,8 +51,8 @@ def test_f1_gaussian_teacher_is_sample_task_draw_for_draw(seed):
     np.testing.assert_allclose(data.y, d1.y, rtol=0, atol=1e-6)
     assert bool(jnp.all(data.f == 0))
     # the oracle of the one-head task: softmax(sqrt(nu) chi*) . z*
-    chi, z = mh_task._heads(d1.X, t1.k[None], "K")[..., 0], mh_task._heads(d1.X, t1.v[None],
-                                                                           "V")[..., 0]
+    chi = mh_task.head_fields(d1.X, t1.k[None], "K")[..., 0]
+    z = mh_task.head_fields(d1.X, t1.v[None], "V")[..., 0]
     P1 = bs.core.task.location_posterior(one, chi, d1.mask)
     np.testing.assert_allclose(bayes_predict(mh, teacher, data.X), jnp.sum(P1 * z, -1),
                                rtol=1e-5, atol=1e-6)

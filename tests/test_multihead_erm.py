@@ -167,7 +167,7 @@ def test_pruning_all_heads_is_the_full_predictor_and_none_is_zero(trajectories):
     pr = prune_heads(key, TASK_2, tr.params, SIGMA_2, N_2, n_test=GD["n_test"])
     teacher, _, test = mh_erm._draw(key, TASK_2, N_2, GD["n_test"])
     y_s = np.asarray(jax.jit(mh_erm._signal)(teacher, test))
-    # the full student's error as GD recorded it (task.attention_predict's _predict, on the
+    # the full student's error as GD recorded it (task.attention_predict's student_predict, on the
     # same test set), independent of the pruning code's masked predictor
     assert pr.test_error[-1] == pytest.approx(tr.test_error[-1], rel=1e-5)
     assert pr.test_error[0] == pytest.approx(np.mean(y_s ** 2), rel=1e-6)

@@ -56,13 +56,13 @@ from bayesslr.multihead.task import (
     MultiheadData,
     MultiheadTask,
     MultiheadTeacher,
-    _check_choice,
-    _heads,
-    _normalise,
-    _predict,
-    _sample_data,
     bayes_predict,
+    check_choice,
+    draw_data,
+    head_fields,
+    normalise_weights,
     sample_teacher,
+    student_predict,
 )
 
 __all__ = [
@@ -233,7 +233,7 @@ def _objective(p: MultiheadParams, data: MultiheadData, lam: Array, sigma: str,
                train_bias: bool) -> Array:
     """``F = S / N`` (module docstring)."""
     bias = p.bias if train_bias else jax.lax.stop_gradient(p.bias)
-    r = data.y - _predict(data.X, p.K, p.V, bias, sigma)
+    r = data.y - student_predict(data.X, p.K, p.V, bias, sigma)
     n = data.y.shape[0]
     return 0.5 * jnp.mean(r * r) + 0.5 * lam * (jnp.sum(p.K ** 2) + jnp.sum(p.V ** 2)) / n
 
@@ -262,7 +262,7 @@ def _draw(key: PRNGKey, task: MultiheadTask, n_train: int, n_test: int):
     the training draw's (the random draws dominate the compile time of these small runs)."""
     kt, kd, ktest = jax.random.split(key, 3)
     teacher = sample_teacher(kt, task)
-    return teacher, _sample_data(kd, task, teacher, n_train), _sample_data(ktest, task,
+    return teacher, draw_data(kd, task, teacher, n_train), draw_data(ktest, task,
                                                                            teacher, n_test)
 
 
@@ -275,7 +275,7 @@ def _start(key: PRNGKey, H: int, D: int, init_scale: Array) -> MultiheadParams:
 def _scores(task: MultiheadTask, teacher: MultiheadTeacher, test: MultiheadData, sigma: str,
             params: MultiheadParams) -> Array:
     bayes = bayes_predict(task, teacher, test.X)
-    f = _predict(test.X, params.K, params.V, params.bias, sigma)
+    f = student_predict(test.X, params.K, params.V, params.bias, sigma)
     return _errors(f, _signal(teacher, test), bayes)
 
 
@@ -289,7 +289,7 @@ def _trains_bias(train_bias: bool, sigma: str) -> bool:
 # options
 # --------------------------------------------------------------------------------------------
 def _check_common(H: Any, sigma: Any, n_train: Any, lam: Any) -> tuple[int, str, int, float]:
-    return (check_int("H", H, low=1), _check_choice("sigma", sigma, SIGMAS),
+    return (check_int("H", H, low=1), check_choice("sigma", sigma, SIGMAS),
             check_int("n_train", n_train, low=1), check_real("lam", lam, low=0.0))
 
 
@@ -431,7 +431,7 @@ def _erm(key: PRNGKey, teacher: MultiheadTeacher, data: MultiheadData, test: Mul
     f_all = jnp.where(jnp.isfinite(st.f), st.f, jnp.inf)
     best = jnp.argmin(f_all)
     p = _unflatten(st.x[best], H, D)
-    r = data.y - _predict(data.X, p.K, p.V, p.bias, sigma)
+    r = data.y - student_predict(data.X, p.K, p.V, p.bias, sigma)
     gn = scaled_grad_norm(st, scale)[best]
     return (p, st.f[best], 0.5 * jnp.mean(r * r), _scores(task, teacher, test, sigma, p),
             head_overlaps(p, teacher), gn, st.it[best], st.evals[best], st.f)
@@ -545,7 +545,7 @@ def _gd(key: PRNGKey, teacher: MultiheadTeacher, data: MultiheadData, test: Mult
         return jax.tree_util.tree_map(lambda a, g: a - lr * D * g, p, grad(p)), None
 
     def record(p):
-        r = data.y - _predict(data.X, p.K, p.V, p.bias, sigma)
+        r = data.y - student_predict(data.X, p.K, p.V, p.bias, sigma)
         return (head_overlaps(p, teacher), p.bias, 0.5 * jnp.mean(r * r),
                 _objective(p, data, lam, sigma, train_bias),
                 _scores(task, teacher, test, sigma, p))
@@ -646,11 +646,11 @@ def pruned_predict(X: Array, p: MultiheadParams, keep: Array, sigma: str) -> Arr
     head's term is removed, and for ``bayes_softmax`` its weight leaves the shared
     normalisation (a score of ``-inf``), exactly as if the head were deleted; no head kept:
     the predictor 0."""
-    r = _heads(X, p.K, "K")
+    r = head_fields(X, p.K, "K")
     if sigma == "bayes_softmax":
         r = jnp.where(keep, r, -jnp.inf)
-    w = _normalise(r, p.bias, sigma)
-    terms = jnp.where(keep & jnp.any(keep), w * _heads(X, p.V, "V"), 0.0)
+    w = normalise_weights(r, p.bias, sigma)
+    terms = jnp.where(keep & jnp.any(keep), w * head_fields(X, p.V, "V"), 0.0)
     return jnp.sum(terms, axis=(-2, -1))
 
 
@@ -659,8 +659,8 @@ def _prune(teacher: MultiheadTeacher, data: MultiheadData, test: MultiheadData,
            p: MultiheadParams, *, task: MultiheadTask, sigma: str, rule: str):
     H, D = p.K.shape
     if rule == "output":  # each head's own term sum_l sigma_{l,h} z_{l,h}, full model's weights
-        w = _normalise(_heads(data.X, p.K, "K"), p.bias, sigma)
-        score = jnp.mean(jnp.sum(w * _heads(data.X, p.V, "V"), axis=1) ** 2, 0)
+        w = normalise_weights(head_fields(data.X, p.K, "K"), p.bias, sigma)
+        score = jnp.mean(jnp.sum(w * head_fields(data.X, p.V, "V"), axis=1) ** 2, 0)
     else:
         score = jnp.sum(p.V ** 2, -1) / D
     order = jnp.argsort(-score)
@@ -713,8 +713,8 @@ def prune_heads(key: PRNGKey, task: MultiheadTask, params: MultiheadParams, sigm
     >>> pr.kept.tolist(), bool(abs(pr.bayes_gap[-1]) < 1e-5), bool(0.8 < pr.test_error[0] < 1.2)
     ([0, 1, 2], True, True)
     """
-    sigma = _check_choice("sigma", sigma, SIGMAS)
-    rule = _check_choice("rule", rule, PRUNE_RULES)
+    sigma = check_choice("sigma", sigma, SIGMAS)
+    rule = check_choice("rule", rule, PRUNE_RULES)
     n_train = check_int("n_train", n_train, low=1)
     n_test = check_int("n_test", n_test, low=2)
     K, V = jnp.asarray(params.K), jnp.asarray(params.V)

@@ -58,8 +58,8 @@ from bayesslr.multihead.task import (
     MultiheadData,
     MultiheadTask,
     MultiheadTeacher,
-    _bayes_predict,
-    _heads,
+    bayes_predict_kv,
+    head_fields,
     sample_data,
     sample_teacher,
 )
@@ -133,7 +133,7 @@ def multihead_log_lik(nu: Array, delta: Array, K: Array, V: Array, X: Array,
     """
     D = X.shape[-1]
     L, F = X.shape[-2], K.shape[0]
-    chi, z = _heads(X, K, "K"), _heads(X, V, "V")                       # (n, L, F)
+    chi, z = head_fields(X, K, "K"), head_fields(X, V, "V")                       # (n, L, F)
     a = jnp.sqrt(nu) * chi - 0.5 * nu * jnp.sum(K * K, axis=-1) / D
     log_n = -0.5 * (LOG_2PI + jnp.log(delta)) - 0.5 * (y[:, None, None] - z) ** 2 / delta
     return jax.nn.logsumexp(a + log_n, axis=(-2, -1)) - math.log(L * F)
@@ -739,7 +739,7 @@ def invariant_quantities(task: MultiheadTask, K: np.ndarray, V: np.ndarray,
     nu, delta = jnp.asarray(task.nu, K.dtype), jnp.asarray(task.delta, K.dtype)
     ll = jax.lax.map(lambda kv: jnp.sum(multihead_log_lik(nu, delta, kv[0], kv[1], X, y)),
                      (jnp.asarray(Kf), jnp.asarray(Vf)))
-    pred = jax.vmap(lambda k, v: _bayes_predict(task, k, v, jnp.asarray(X_probe, K.dtype)))(
+    pred = jax.vmap(lambda k, v: bayes_predict_kv(task, k, v, jnp.asarray(X_probe, K.dtype)))(
         jnp.asarray(Kf), jnp.asarray(Vf))
     out = {"eig_K": np.asarray(eig(jnp.asarray(Kf))), "eig_V": np.asarray(eig(jnp.asarray(Vf))),
            "log_lik": np.asarray(ll), "predict": np.asarray(pred)}
@@ -843,10 +843,10 @@ def _oracle_terms(task: MultiheadTask, teacher: MultiheadTeacher,
     ``(n, L F)``: :func:`bayesslr.core.metrics.score_given` then scores as for one head."""
     K, V = jnp.asarray(teacher.K, jnp.float32), jnp.asarray(teacher.V, jnp.float32)
     X = jnp.asarray(X, jnp.float32)
-    a = math.sqrt(task.nu) * _heads(X, K, "K") - 0.5 * task.nu * jnp.sum(K * K, -1) / task.D
+    a = math.sqrt(task.nu) * head_fields(X, K, "K") - 0.5 * task.nu * jnp.sum(K * K, -1) / task.D
     n = X.shape[0]
     return (jax.nn.softmax(a.reshape(n, -1), axis=-1),
-            _heads(X, V, "V").reshape(n, -1))
+            head_fields(X, V, "V").reshape(n, -1))
 
 
 def _summary(d: dict[str, np.ndarray]) -> dict[str, float]:

@@ -54,7 +54,9 @@ TEACHERS: tuple[str, ...] = ("orthonormal", "gaussian")
 SIGMAS: tuple[str, ...] = ("softmax", "softmax1", "bayes_softmax")
 
 
-def _check_choice(name: str, value: Any, allowed: tuple[str, ...]) -> str:
+def check_choice(name: str, value: Any, allowed: tuple[str, ...]) -> str:
+    """``value`` if it is one of ``allowed``, else a one-line :class:`ConfigError` naming
+    ``name`` and the allowed values (the multihead modules' one check of a choice)."""
     if not isinstance(value, str) or value not in allowed:
         raise ConfigError(f"{name}={value!r} is unknown; allowed: one of {', '.join(allowed)}")
     return value
@@ -113,14 +115,14 @@ class MultiheadTask:
     teacher: str = "orthonormal"
 
     def __post_init__(self) -> None:
-        _check_choice("variant", self.variant, ("multihead",))
+        check_choice("variant", self.variant, ("multihead",))
         L = check_int("L", self.L, low=1)
         F = check_int("F", self.F, low=1)
         nu = check_real("nu", self.nu, low=0.0)
         delta = check_real("delta", self.delta, low=0.0)
         D = check_int("D", self.D, low=1)
-        theta = _check_choice("theta", self.theta, THETA_LAWS)
-        teacher = _check_choice("teacher", self.teacher, TEACHERS)
+        theta = check_choice("theta", self.theta, THETA_LAWS)
+        teacher = check_choice("teacher", self.teacher, TEACHERS)
         if teacher == "orthonormal" and D < 2 * F:
             raise ConfigError(f"D={D} is out of range; allowed: integer >= 2F = {2 * F} "
                               "(teacher='orthonormal' needs 2F orthogonal directions)")
@@ -224,12 +226,13 @@ def sample_data(key: PRNGKey, task: MultiheadTask, teacher: MultiheadTeacher,
     fixed ``L``) draws the latent here, so at ``F = 1`` (where ``theta = 1``) every other draw
     coincides with :func:`bayesslr.core.task.sample_data`.
     """
-    return _sample_data(key, task, teacher, check_int("n", n, low=1))
+    return draw_data(key, task, teacher, check_int("n", n, low=1))
 
 
 @partial(jax.jit, static_argnames=("task", "n"))
-def _sample_data(key: PRNGKey, task: MultiheadTask, teacher: MultiheadTeacher,
-                 n: int) -> MultiheadData:
+def draw_data(key: PRNGKey, task: MultiheadTask, teacher: MultiheadTeacher,
+              n: int) -> MultiheadData:
+    """:func:`sample_data` without its checks (jitted; for callers that have checked)."""
     kt, kx, ke, kn = jax.random.split(key, 4)
     L, F, D = task.L, task.F, task.D
     if task.theta == "discrete":
@@ -292,7 +295,7 @@ def sample_multihead(key: PRNGKey, task: MultiheadTask,
 # --------------------------------------------------------------------------------------------
 # H-head attention
 # --------------------------------------------------------------------------------------------
-def _heads(X: Array, W: Array, name: str) -> Array:
+def head_fields(X: Array, W: Array, name: str) -> Array:
     """``x_l . w_h / sqrt(D)``, shape (..., L, H)."""
     return jnp.einsum("...ld,hd->...lh", X, W) / math.sqrt(X.shape[-1])
 
@@ -333,7 +336,7 @@ def attention_weights(X: Array, K: Array, sigma: str, bias: Array | None = None)
     ...  ("softmax", "softmax1", "bayes_softmax")]
     [3.0, 2.0, 1.0]
     """
-    sigma = _check_choice("sigma", sigma, SIGMAS)
+    sigma = check_choice("sigma", sigma, SIGMAS)
     X, K = jnp.asarray(X), jnp.asarray(K)
     _check_heads(X, K, "K")
     return _weights(X, K, _check_bias(bias, K.shape[0]), sigma)
@@ -355,7 +358,7 @@ def _check_bias(bias: Array | None, H: int) -> Array:
     return bias
 
 
-def _normalise(r: Array, bias: Array, sigma: str) -> Array:
+def normalise_weights(r: Array, bias: Array, sigma: str) -> Array:
     """Weights from raw scores ``r`` (..., L, H) and per-head offsets ``bias`` (H,), the scores
     being ``s = r + bias`` (docs/multihead.md §2).
 
@@ -383,13 +386,14 @@ def _normalise_scores(s: Array, sigma: str) -> Array:
 
 @partial(jax.jit, static_argnames=("sigma",))
 def _weights(X: Array, K: Array, bias: Array, sigma: str) -> Array:
-    return _normalise(_heads(X, K, "K"), bias, sigma)
+    return normalise_weights(head_fields(X, K, "K"), bias, sigma)
 
 
 @partial(jax.jit, static_argnames=("sigma",))
-def _predict(X: Array, K: Array, V: Array, bias: Array, sigma: str) -> Array:
-    w = _normalise(_heads(X, K, "K"), bias, sigma)
-    return jnp.sum(w * _heads(X, V, "V"), axis=(-2, -1))
+def student_predict(X: Array, K: Array, V: Array, bias: Array, sigma: str) -> Array:
+    """:func:`attention_predict` without its checks (jitted; ``bias`` given)."""
+    w = normalise_weights(head_fields(X, K, "K"), bias, sigma)
+    return jnp.sum(w * head_fields(X, V, "V"), axis=(-2, -1))
 
 
 def attention_predict(X: Array, K: Array, V: Array, sigma: str,
@@ -428,13 +432,13 @@ def attention_predict(X: Array, K: Array, V: Array, sigma: str,
     >>> bool(jnp.allclose(y_att, bayes_predict(task, teacher, data.X), atol=1e-5))
     True
     """
-    sigma = _check_choice("sigma", sigma, SIGMAS)
+    sigma = check_choice("sigma", sigma, SIGMAS)
     X, K, V = jnp.asarray(X), jnp.asarray(K), jnp.asarray(V)
     _check_heads(X, K, "K")
     if V.shape != K.shape:
         raise ConfigError(f"V has shape {tuple(V.shape)}; allowed: {tuple(K.shape)}, "
                           "the shape of K")
-    return _predict(X, K, V, _check_bias(bias, K.shape[0]), sigma)
+    return student_predict(X, K, V, _check_bias(bias, K.shape[0]), sigma)
 
 
 # --------------------------------------------------------------------------------------------
@@ -488,13 +492,15 @@ def posterior(task: MultiheadTask, teacher: MultiheadTeacher, X: Array) -> tuple
 
 @partial(jax.jit, static_argnames=("task",))
 def _posterior(task: MultiheadTask, K: Array, X: Array) -> tuple[Array, Array]:
-    return _posterior_fields(task, _heads(X, K, "K"), K @ K.T / X.shape[-1])
+    return _posterior_fields(task, head_fields(X, K, "K"), K @ K.T / X.shape[-1])
 
 
 @partial(jax.jit, static_argnames=("task",))
-def _bayes_predict(task: MultiheadTask, K: Array, V: Array, X: Array) -> Array:
+def bayes_predict_kv(task: MultiheadTask, K: Array, V: Array, X: Array) -> Array:
+    """:func:`bayes_predict` from the teacher's directions ``K, V`` (rows) as arrays, so that
+    a sampler can evaluate it on drawn directions."""
     P, M = _posterior(task, K, X)
-    return jnp.sum(P * jnp.sum(M * _heads(X, V, "V"), axis=-1), axis=-1)
+    return jnp.sum(P * jnp.sum(M * head_fields(X, V, "V"), axis=-1), axis=-1)
 
 
 def bayes_predict(task: MultiheadTask, teacher: MultiheadTeacher, X: Array) -> Array:
@@ -517,7 +523,7 @@ def bayes_predict(task: MultiheadTask, teacher: MultiheadTeacher, X: Array) -> A
     X, K, V = jnp.asarray(X), jnp.asarray(teacher.K), jnp.asarray(teacher.V)
     _check_heads(X, K, "teacher.K")
     _check_heads(X, V, "teacher.V")
-    return _bayes_predict(task, K, V, X)
+    return bayes_predict_kv(task, K, V, X)
 
 
 def joint_posterior(task: MultiheadTask, teacher: MultiheadTeacher,
@@ -549,7 +555,7 @@ def joint_posterior(task: MultiheadTask, teacher: MultiheadTeacher,
     _check_heads(X, V, "teacher.V")
     P, M = _posterior(task, K, X)
     n = X.shape[0]
-    return (P[..., None] * M).reshape(n, -1), _heads(X, V, "V").reshape(n, -1)
+    return (P[..., None] * M).reshape(n, -1), head_fields(X, V, "V").reshape(n, -1)
 
 
 # --------------------------------------------------------------------------------------------
@@ -648,7 +654,7 @@ def _student_population(task: MultiheadTask, sigma: str, c: Array, bias: Array, 
                         seed: int) -> tuple[Array, Array, Array, Array]:
     onehot, theta, chi = _population_fields(task, samples, seed)
     ab, bb = _bayes_terms(task, onehot, theta, chi)
-    w = _normalise(c * chi, bias, sigma)
+    w = normalise_weights(c * chi, bias, sigma)
     a = jnp.sum(onehot * jnp.sum(w * theta[:, None, :], axis=-1), axis=-1)
     b = jnp.sum(w ** 2, axis=(-2, -1))
     return a, b, ab, bb
@@ -752,7 +758,7 @@ def teacher_heads_risk_mc(task: MultiheadTask, sigma: str, *, c: Any = None,
     >>> bool(s.gap > 10 * s.gap_stderr)             # plain softmax: an error floor
     True
     """
-    sigma = _check_choice("sigma", sigma, SIGMAS)
+    sigma = check_choice("sigma", sigma, SIGMAS)
     samples, seed = _check_mc(samples, seed)
     c = math.sqrt(task.nu) if c is None else check_real("c", c)
     bias = check_real("bias", bias)
