@@ -57,6 +57,14 @@ from bayesslr.erm.protocol import INITS, make_start
 OPTIMIZERS: tuple[str, ...] = ("gd", "adam")
 
 
+def check_record_every(steps: int, record_every: int) -> None:
+    """A one-line :class:`ConfigError` unless ``steps`` is a whole number of records
+    (gradient-descent options, here and in :mod:`bayesslr.multihead.erm`)."""
+    if record_every > steps or steps % record_every:
+        raise ConfigError(f"steps={steps} is not a multiple of record_every={record_every}; "
+                          "allowed: steps = record_every * integer")
+
+
 @dataclass(frozen=True)
 class GDOptions(Validated):
     """Settings of a GD / Adam trajectory (each field checked on construction).
@@ -95,9 +103,7 @@ class GDOptions(Validated):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.record_every > self.steps or self.steps % self.record_every:
-            raise ConfigError(f"steps={self.steps} is not a multiple of record_every="
-                              f"{self.record_every}; allowed: steps = record_every * integer")
+        check_record_every(self.steps, self.record_every)
 
     @property
     def n_records(self) -> int:

@@ -41,6 +41,7 @@ import numpy as np
 from bayesslr.core.jaxconfig import Array, PRNGKey
 from bayesslr.core.options import Validated, option
 from bayesslr.core.task import ConfigError, algorithm_key, check_int, check_real
+from bayesslr.erm.gd import check_record_every
 from bayesslr.erm.lbfgs import (
     DEFAULT_GTOL,
     DEFAULT_MAX_ITER,
@@ -352,9 +353,7 @@ class MultiheadGDOptions(Validated):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.record_every > self.steps or self.steps % self.record_every:
-            raise ConfigError(f"steps={self.steps} is not a multiple of record_every="
-                              f"{self.record_every}; allowed: steps = record_every * integer")
+        check_record_every(self.steps, self.record_every)
 
 
 # --------------------------------------------------------------------------------------------
