@@ -152,12 +152,21 @@ PT_CPU_S_PER_GRAD_NLFD = 3e-9
 
 
 def _cost(cell: Cell, opts: Mapping[str, Any]) -> float:
-    """Modelled core-seconds: compilation plus a cost per gradient of ``N L F D`` (NUTS:
-    about 30 leapfrog steps an iteration; PT: ``replicas * pt_integration_steps`` gradients an
-    iteration per chain at :data:`PT_CPU_S_PER_GRAD_NLFD`; ERM: about 300 L-BFGS evaluations a
-    restart), fitted on this two-core machine (NUTS at ``D = 24, N = 1536``: 339 CPU-s for
-    4 x 1500 iterations; at ``D = 16, N = 512``: 36 s for 4 x 500; PT at ``D = 8, N = 400``:
-    21 CPU-s for 2 x 2130 iterations of 10 replicas x 8 steps; ERM 1-5 CPU-s a fit)."""
+    """Modelled core-seconds of a cell, fitted on this two-core machine.
+
+    * NUTS: compilation plus ``chains (warmup + draws)`` iterations of ``N L F D`` each, times
+      ``N^0.7`` (the tree grows as the posterior sharpens); least squares on the 18 sampling
+      cells of the ``multihead`` preset at family version 2 (``D = 24``; ``N = 96, 384, 1536``:
+      10-20, 54-65 and 207-240 CPU-s for 4 x 2500, 4 x 2500 and 4 x 1000 iterations, modelled
+      12, 59 and 229). Only ``D = 24`` was measured.
+    * PT: ``replicas * pt_integration_steps`` gradients an iteration per chain at
+      :data:`PT_CPU_S_PER_GRAD_NLFD` (``D = 8, N = 400``: 21 CPU-s for 2 x 2130 iterations of
+      10 replicas x 8 steps).
+    * ERM: 1 s of fixed cost (pruning, scoring, the compilations a shape's cells share) and
+      the equivalent of 120 evaluations a restart; least squares on the 216 fits of the same
+      run (309 s of wall time in all, two workers on two cores; 1.09 s + 2.4e-6 s x
+      ``N L H D``; 62-607 iterations on average by shape).
+    """
     D, N, L = cell.dimension(), cell.n_train(), LengthLaw.parse(cell.L).L_max
     F = int(opts["F"])
     if cell.member == SAMPLING:
@@ -165,9 +174,10 @@ def _cost(cell: Cell, opts: Mapping[str, Any]) -> float:
         if opts.get("sampler") == "pt":
             grads = iters * opts["replicas"] * opts["pt_integration_steps"]
             return 10.0 + PT_CPU_S_PER_GRAD_NLFD * grads * N * L * F * D
-        return 15.0 + 1e-8 * iters * 30 * N * L * F * D
+        # the tree grows with N (a sharper posterior): per iteration ~ N^1.7 at fixed D
+        return 7.5 + 1.85e-7 * iters * N * L * F * D * (N / 1000.0) ** 0.7
     H = heads_of(opts)
-    return 3.0 + 5e-9 * opts["restarts"] * 300 * N * L * H * D
+    return 1.0 + 5e-9 * opts["restarts"] * 120 * N * L * H * D
 
 
 def _memory(cell: Cell, opts: Mapping[str, Any]) -> Resources:
