@@ -237,13 +237,18 @@ def verdict_of(claim: str, points: Sequence[tuple[str, str]], missing: str,
     if offsets:
         where += (f" (judged as one family: half the level of one 2-se comparison shared by "
                   f"the {tests // 2} points, so that one counts against the claim beyond "
-                  f"{critical(tests=tests):.3g} standard errors (Student-t with seeds), half "
+                  f"{critical(tests=tests):.3g} standard errors ({_T_NOTE}), half "
                   f"by the {offsets} sign test{'s' * (offsets > 1)} for a common offset)")
     elif tests > 1:
         where += (f" ({tests} comparisons, judged as one family: one counts against the claim "
-                  f"beyond {critical(tests=tests):.3g} standard errors, Student-t with seeds)")
+                  f"beyond {critical(tests=tests):.3g} standard errors; {_T_NOTE})")
     return Verdict(claim, str(status),
                    where + ": " + "; ".join(f"{text} [{st}]" for st, text in pts), tuple(pts))
+
+
+# how a family threshold reads when a point's error is over seeds (critical(dof, tests))
+_T_NOTE = ("where an error is over n seeds, the Student-t quantile of n - 1 degrees of "
+           "freedom at that level instead (critical)")
 
 
 def nu_text(nu: float) -> str:
