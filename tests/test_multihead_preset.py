@@ -253,3 +253,25 @@ def test_cost_and_memory_models_are_finite_and_grow_with_size(capsys):
                               "/nonexistent-multihead-dry-run"], capsys)
     assert code == 0, out + err
     assert "multihead:bayes_sampling: 18" in out
+
+
+def test_shipped_file_is_certified_and_its_figures_are_in_the_docs():
+    """Issue 39's 'the full preset's results ship certified': every cell at its family's
+    current version from a clean revision, every ERM fit below gtol, every sampling cell
+    passing the rule; docs/multihead.md shows the figures drawn from it."""
+    from pathlib import Path
+
+    from bayesslr.results.reference import certificate
+
+    cert = certificate(bs.load_reference("multihead"))
+    assert cert["certified"] and cert["clean"], cert
+    assert cert["cells"] == cert["cells_total"] == 414 and cert["cells_failed"] == 0
+    for fam in ("multihead", "multihead_gd"):
+        assert cert["families"][fam]["at_current_version"] == 1.0, fam
+    assert cert["families"]["multihead"]["converged"] == 1.0
+    assert cert["families"]["multihead"]["flagged"] == []
+    repo = Path(__file__).resolve().parents[1]
+    text = (repo / "docs" / "multihead.md").read_text(encoding="utf-8")
+    for name in ("multihead_excess", "multihead_specialisation"):
+        assert (repo / "docs" / "figures" / f"{name}.png").exists(), name
+        assert f"(figures/{name}.png)" in text, name
