@@ -195,7 +195,7 @@ def reference_chains(t, mode: str) -> tuple[np.ndarray, np.ndarray, dict[str, An
         "grad_evals": res.grad_evals, "seconds": time.perf_counter() - t0}
     kf, vf = res.flat()
     y, _ = predict_draws(t.spec, kf, vf, data.test)
-    look = t._lookup()
+    look = t.stored_reference()
     if look is not None and look.get("y_hat") is not None:
         y_ref = np.asarray(look["y_hat"], np.float64)
         err = float(np.mean(per_input_errors(t.task, data.teacher, data.test, y)))

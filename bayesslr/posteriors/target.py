@@ -298,7 +298,10 @@ class Target:
                 "hard_phase": bool(se["hard_phase"]),
                 "paired": look.get("y_hat") is not None}
 
-    def _lookup(self) -> dict[str, Any] | None:
+    def stored_reference(self) -> dict[str, Any] | None:
+        """This target's entry in the stored Bayes-optimal reference
+        (``bayesslr.inference.reference.lookup``: test error, its standard error, source,
+        checks, and the reference's predictions ``y_hat`` where stored), or None."""
         from bayesslr.inference import reference as ref
 
         return ref.lookup(self.task, self.alpha, self.seed, self.n_test)
@@ -452,7 +455,7 @@ def score_draws(target: Target | str, draws: dict[str, Any], *, chunk: int = 128
     from bayesslr.core.task import seed_key
     from bayesslr.inference.evaluate import TaskData
 
-    look = target._lookup()
+    look = target.stored_reference()
     teacher = Teacher(jnp.asarray(target.teacher["k"]), jnp.asarray(target.teacher["v"]))
     td = TaskData(seed_key(target.seed), teacher, None, target.test)
     out, y_hat = _score(target.task, target.spec, td, k, v, look, chunk=chunk)
