@@ -8,7 +8,8 @@ The public API, one name per task (each documented with a runnable example):
 
 * the task: :func:`make_task`, :func:`sample_task` (one key -> teacher, train, test),
   :func:`as_data` (a user's own arrays), :func:`seed_key`;
-* the population level: :func:`bayes_risk`, :func:`best_excess_risk`, :func:`excess_risk`;
+* the population level: :func:`bayes_risk`, :func:`best_excess_risk`, :func:`excess_risk`,
+  :func:`excess_over_bayes` (on common random numbers);
 * ERM on given data, batched over ``lam``: :func:`fit_erm`;
 * the Bayes-optimal estimator by NUTS on given data: :func:`sample_posterior` (returns a
   :class:`Posterior` with the ArviZ ``InferenceData``, diagnostics, overlaps and a
@@ -57,6 +58,7 @@ _API: dict[str, str] = {
     "bayes_risk": "bayesslr.population.method",
     "best_excess_risk": "bayesslr.population.method",
     "excess_risk": "bayesslr.population.method",
+    "excess_over_bayes": "bayesslr.population.method",
     "fit_erm": "bayesslr.erm.protocol",
     "ERMFit": "bayesslr.erm.protocol",
     "sample_posterior": "bayesslr.bayes.posterior",
