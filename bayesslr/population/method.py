@@ -326,6 +326,19 @@ def _bayes_estimate(task, method, samples, seed):
     return _weighted_mean_se(e, fields, len(task.length.values), method)
 
 
+def _check_overlaps(m_k: Any, q_k: Any, m_v: Any, q_v: Any) -> tuple[float, ...]:
+    """Overlaps as reals, ``q >= m^2`` (to 1e-9 relative), else a one-line ConfigError."""
+    m_k = check_real("m_k", m_k)
+    q_k = check_real("q_k", q_k, low=0.0)
+    m_v = check_real("m_v", m_v)
+    q_v = check_real("q_v", q_v, low=0.0)
+    if q_k < m_k**2 - 1e-9 * max(1.0, q_k):
+        raise ConfigError(f"q_k={q_k} is below m_k^2={m_k**2}; allowed: q_k >= m_k^2")
+    if q_v < m_v**2 - 1e-9 * max(1.0, q_v):
+        raise ConfigError(f"q_v={q_v} is below m_v^2={m_v**2}; allowed: q_v >= m_v^2")
+    return m_k, q_k, m_v, q_v
+
+
 def excess_risk(task: TaskConfig, activation: str, m_k: float, q_k: float, m_v: float,
                 q_v: float, theta: Any = None, *, samples: int = DEFAULT_SAMPLES, seed: int = 0,
                 method: str = "mc", fields: ChannelSamples | None = None) -> PopulationResult:
@@ -345,15 +358,7 @@ def excess_risk(task: TaskConfig, activation: str, m_k: float, q_k: float, m_v: 
     """
     act = population_activation(activation)
     method, samples, seed = _check_mc(method, samples, seed)
-    m_k = check_real("m_k", m_k)
-    q_k = check_real("q_k", q_k, low=0.0)
-    m_v = check_real("m_v", m_v)
-    q_v = check_real("q_v", q_v, low=0.0)
-    tol = 1e-9 * max(1.0, q_k)
-    if q_k < m_k**2 - tol:
-        raise ConfigError(f"q_k={q_k} is below m_k^2={m_k**2}; allowed: q_k >= m_k^2")
-    if q_v < m_v**2 - 1e-9 * max(1.0, q_v):
-        raise ConfigError(f"q_v={q_v} is below m_v^2={m_v**2}; allowed: q_v >= m_v^2")
+    m_k, q_k, m_v, q_v = _check_overlaps(m_k, q_k, m_v, q_v)
     if fields is not None and method != "mc":
         raise ConfigError(f"fields given with method={method!r}; allowed: method='mc'")
     t0 = time.perf_counter()
@@ -447,14 +452,7 @@ def excess_over_bayes(task: TaskConfig, activation: str, m_k: float, q_k: float,
     """
     act = population_activation(activation)
     method, samples, seed = _check_mc(method, samples, seed)
-    m_k = check_real("m_k", m_k)
-    q_k = check_real("q_k", q_k, low=0.0)
-    m_v = check_real("m_v", m_v)
-    q_v = check_real("q_v", q_v, low=0.0)
-    if q_k < m_k**2 - 1e-9 * max(1.0, q_k):
-        raise ConfigError(f"q_k={q_k} is below m_k^2={m_k**2}; allowed: q_k >= m_k^2")
-    if q_v < m_v**2 - 1e-9 * max(1.0, q_v):
-        raise ConfigError(f"q_v={q_v} is below m_v^2={m_v**2}; allowed: q_v >= m_v^2")
+    m_k, q_k, m_v, q_v = _check_overlaps(m_k, q_k, m_v, q_v)
     n_strata = len(task.length.values)
     with jax.enable_x64(True):
         th = _theta_array(act, theta)
