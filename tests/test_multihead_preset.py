@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 import math
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -259,8 +260,6 @@ def test_shipped_file_is_certified_and_its_figures_are_in_the_docs():
     """Issue 39's 'the full preset's results ship certified': every cell at its family's
     current version from a clean revision, every ERM fit below gtol, every sampling cell
     passing the rule; docs/multihead.md shows the figures drawn from it."""
-    from pathlib import Path
-
     from bayesslr.results.reference import certificate
 
     cert = certificate(bs.load_reference("multihead"))

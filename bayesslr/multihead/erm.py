@@ -263,8 +263,8 @@ def _draw(key: PRNGKey, task: MultiheadTask, n_train: int, n_test: int):
     the training draw's (the random draws dominate the compile time of these small runs)."""
     kt, kd, ktest = jax.random.split(key, 3)
     teacher = sample_teacher(kt, task)
-    return teacher, draw_data(kd, task, teacher, n_train), draw_data(ktest, task,
-                                                                           teacher, n_test)
+    return (teacher, draw_data(kd, task, teacher, n_train),
+            draw_data(ktest, task, teacher, n_test))
 
 
 def _start(key: PRNGKey, H: int, D: int, init_scale: Array) -> MultiheadParams:

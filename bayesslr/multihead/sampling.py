@@ -133,7 +133,7 @@ def multihead_log_lik(nu: Array, delta: Array, K: Array, V: Array, X: Array,
     """
     D = X.shape[-1]
     L, F = X.shape[-2], K.shape[0]
-    chi, z = head_fields(X, K, "K"), head_fields(X, V, "V")                       # (n, L, F)
+    chi, z = head_fields(X, K, "K"), head_fields(X, V, "V")  # (n, L, F)
     a = jnp.sqrt(nu) * chi - 0.5 * nu * jnp.sum(K * K, axis=-1) / D
     log_n = -0.5 * (LOG_2PI + jnp.log(delta)) - 0.5 * (y[:, None, None] - z) ** 2 / delta
     return jax.nn.logsumexp(a + log_n, axis=(-2, -1)) - math.log(L * F)

@@ -364,7 +364,7 @@ def normalise_weights(r: Array, bias: Array, sigma: str) -> Array:
 
     ``softmax1`` never forms ``r + bias``: an ERM fit can send ``b_h`` to the thousands (the
     sink switched off, the head a plain softmax), where float32 keeps ``r + b_h`` to about
-    ``|b_h| 6e-8`` only, and the solver stalls on that round-off (docs/multihead.md §8.6).
+    ``|b_h| 6e-8`` only, and the solver stalls on that round-off (docs/multihead.md §6.1).
     With ``M = max_l r_l`` (its gradient stopped, as in ``jax.nn.softmax``) the weights are
     ``exp(r_l - M - log(exp(-b - M) + sum_l' exp(r_l' - M)))``, every term of order one."""
     if sigma == "softmax1":
@@ -372,12 +372,7 @@ def normalise_weights(r: Array, bias: Array, sigma: str) -> Array:
         rel = r - top
         log_norm = jnp.logaddexp(-(bias + top), jax.nn.logsumexp(rel, axis=-2, keepdims=True))
         return jnp.exp(rel - log_norm)
-    return _normalise_scores(r + bias, sigma)
-
-
-def _normalise_scores(s: Array, sigma: str) -> Array:
-    """Weights from the scores ``s = r + bias`` (..., L, H) for ``softmax`` and
-    ``bayes_softmax`` (a score of ``-inf`` drops its weight)."""
+    s = r + bias  # softmax and bayes_softmax: a score of -inf drops its weight
     if sigma == "softmax":
         return jax.nn.softmax(s, axis=-2)
     flat = s.reshape(*s.shape[:-2], -1)

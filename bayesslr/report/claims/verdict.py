@@ -216,6 +216,11 @@ def combine(statuses: Sequence[str]) -> str:
     return undecided("; ".join(n for n in needs if n) or "needs a decided comparison")
 
 
+# how a family threshold reads when a point's error is over seeds (critical(dof, tests))
+_T_NOTE = ("where an error is over n seeds, the Student-t quantile of n - 1 degrees of "
+           "freedom at that level instead")
+
+
 def verdict_of(claim: str, points: Sequence[tuple[str, str]], missing: str,
                tests: int = 1, offsets: int = 0) -> Verdict:
     """A claim's verdict from its points (each ``(status, text)``): the evidence lists every
@@ -244,11 +249,6 @@ def verdict_of(claim: str, points: Sequence[tuple[str, str]], missing: str,
                   f"beyond {critical(tests=tests):.3g} standard errors; {_T_NOTE})")
     return Verdict(claim, str(status),
                    where + ": " + "; ".join(f"{text} [{st}]" for st, text in pts), tuple(pts))
-
-
-# how a family threshold reads when a point's error is over seeds (critical(dof, tests))
-_T_NOTE = ("where an error is over n seeds, the Student-t quantile of n - 1 degrees of "
-           "freedom at that level instead (critical)")
 
 
 def nu_text(nu: float) -> str:
