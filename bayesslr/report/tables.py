@@ -30,7 +30,8 @@ from bayesslr.results.query import (
     stats_of,
 )
 
-POPULATION_COLUMNS = ["variant", "L", "nu", "method", "excess_risk", "se", "at_bound"]
+POPULATION_COLUMNS = ["variant", "L", "nu", "method", "excess_risk", "se", "at_bound",
+                      "over_bayes", "over_bayes_se", "search_excess", "search_sd"]
 FINITE_COLUMNS = ["variant", "L", "nu", "delta", "alpha", "method", "size", "lam", "test_error",
                   "se", "seeds", "dof", "excess", "excess_se"]
 
@@ -47,13 +48,19 @@ def _coords_product(ds: xr.Dataset, dims: list[str]):
 
 def population_table(results: Results) -> pd.DataFrame:
     """Population excess risk per setting and method (``population:*``), with its standard
-    error and the ``at_bound`` flag (the optimum at ``|k| -> inf``: an upper bound)."""
+    error and the ``at_bound`` flag (the optimum at ``|k| -> inf``: an upper bound); the
+    excess over the Bayes risk paired on the same rows (``over_bayes``, ``over_bayes_se``:
+    NaN for files older than population version 4) and the part of it expected from the
+    search on a finite set (``search_excess``, ``search_sd``)."""
     ds = groups(results).get("population")
     rows = []
     for m in methods_of(ds, "population"):
         sub = largest_size(ds, m)
         mean, sem = stats_of(sub)
         bound, _ = stats_of(sub, "at_bound")
+        paired, paired_se = stats_of(sub, "excess_over_bayes")
+        pen, _ = stats_of(sub, "search_excess")
+        pen_sd, _ = stats_of(sub, "search_excess_sd")
         dims = [d for d in mean.dims]
         for sel in _coords_product(mean, dims):
             v = _value(mean.sel(sel))
@@ -62,9 +69,15 @@ def population_table(results: Results) -> pd.DataFrame:
             rows.append({"variant": sel.get("variant", ""), "L": str(sel.get("L", "")),
                          "nu": float(sel.get("nu", math.nan)), "method": m,
                          "excess_risk": v, "se": _value(sem.sel(sel)),
-                         "at_bound": bool(np.nan_to_num(_value(bound.sel(sel))) > 0.5)})
+                         "at_bound": bool(np.nan_to_num(_value(bound.sel(sel))) > 0.5),
+                         "over_bayes": _value(paired.sel(sel)),
+                         "over_bayes_se": _value(paired_se.sel(sel)),
+                         "search_excess": _value(pen.sel(sel)),
+                         "search_sd": _value(pen_sd.sel(sel))})
     df = pd.DataFrame(rows, columns=POPULATION_COLUMNS).astype(
-        {"L": str, "nu": float, "excess_risk": float, "se": float, "at_bound": bool})
+        {"L": str, "nu": float, "excess_risk": float, "se": float, "at_bound": bool,
+         "over_bayes": float, "over_bayes_se": float, "search_excess": float,
+         "search_sd": float})
     return df.drop_duplicates(subset=["variant", "L", "nu", "method"]).reset_index(drop=True)
 
 
