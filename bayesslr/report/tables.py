@@ -31,7 +31,7 @@ from bayesslr.results.query import (
 )
 
 POPULATION_COLUMNS = ["variant", "L", "nu", "method", "excess_risk", "se", "at_bound",
-                      "over_bayes", "over_bayes_se", "search_excess", "search_sd"]
+                      "over_bayes", "over_bayes_se", "search_excess", "search_excess_sd"]
 FINITE_COLUMNS = ["variant", "L", "nu", "delta", "alpha", "method", "size", "lam", "test_error",
                   "se", "seeds", "dof", "excess", "excess_se"]
 
@@ -51,7 +51,7 @@ def population_table(results: Results) -> pd.DataFrame:
     error and the ``at_bound`` flag (the optimum at ``|k| -> inf``: an upper bound); the
     excess over the Bayes risk paired on the same rows (``over_bayes``, ``over_bayes_se``:
     NaN for files older than population version 4) and the part of it expected from the
-    search on a finite set (``search_excess``, ``search_sd``)."""
+    search on a finite set (``search_excess``, ``search_excess_sd``)."""
     ds = groups(results).get("population")
     rows = []
     for m in methods_of(ds, "population"):
@@ -73,11 +73,11 @@ def population_table(results: Results) -> pd.DataFrame:
                          "over_bayes": _value(paired.sel(sel)),
                          "over_bayes_se": _value(paired_se.sel(sel)),
                          "search_excess": _value(pen.sel(sel)),
-                         "search_sd": _value(pen_sd.sel(sel))})
+                         "search_excess_sd": _value(pen_sd.sel(sel))})
     df = pd.DataFrame(rows, columns=POPULATION_COLUMNS).astype(
         {"L": str, "nu": float, "excess_risk": float, "se": float, "at_bound": bool,
          "over_bayes": float, "over_bayes_se": float, "search_excess": float,
-         "search_sd": float})
+         "search_excess_sd": float})
     return df.drop_duplicates(subset=["variant", "L", "nu", "method"]).reset_index(drop=True)
 
 
