@@ -54,7 +54,7 @@ import numpy as np
 import xarray as xr
 
 import bayesslr
-from bayesslr.core.provenance import git_revision
+from bayesslr.core.provenance import environment, git_revision
 from bayesslr.registry import MethodSpec, get_method
 from bayesslr.sweep.config import PARAM_DIMS, SweepConfig, format_value
 from bayesslr.sweep.storage import CellRecord
@@ -367,13 +367,16 @@ def build_dataset(cfg: SweepConfig, records: Sequence[CellRecord]) -> xr.DataTre
 
 
 def global_attrs(cfg: SweepConfig, records: Sequence[CellRecord]) -> dict[str, Any]:
-    """Provenance: config JSON, version, git revision, Monte Carlo sizes, conventions."""
+    """Provenance: config JSON, version, git revision, the environment (Python, numeric
+    libraries, CPU: :func:`~bayesslr.core.provenance.environment`), Monte Carlo sizes,
+    conventions."""
     return {
         "title": f"bayesslr sweep {cfg.name}",
         "Conventions": "CF-1.8",
         "source": f"bayesslr {bayesslr.__version__}",
         "bayesslr_version": bayesslr.__version__,
         "git_revision": git_revision(),
+        "environment": json.dumps(environment(), sort_keys=True),
         "config": cfg.to_json(),
         "config_digest": cfg.digest(),
         "monte_carlo_sizes": json.dumps(monte_carlo_sizes(cfg), sort_keys=True),
