@@ -3,6 +3,8 @@ population excess risk of each activation and the Bayes risk against ``nu`` or `
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import xarray as xr
 from matplotlib.figure import Figure
@@ -123,6 +125,19 @@ def drawn_values(lines: dict[str, dict[str, np.ndarray]]
     return out, unpaired
 
 
+def _closest_first(drawn: dict[str, tuple[np.ndarray, np.ndarray]]) -> dict[str, int]:
+    """The activations ranked by their mean distance to the Bayes risk in one panel (0: the
+    closest), where the panel has one; else in their order."""
+    acts = [m for m in drawn if m != "population:bayes"]
+    bayes = drawn.get("population:bayes")
+    if bayes is not None:
+        def gap(m: str) -> float:
+            d = drawn[m][0] - bayes[0]
+            return float(np.nanmean(d)) if np.isfinite(d).any() else math.inf
+        acts.sort(key=gap)
+    return {m: i for i, m in enumerate(acts)}
+
+
 def _L_positions(labels: np.ndarray) -> tuple[np.ndarray, list[str], float | None]:
     """x positions of length labels: fixed lengths at their value, length laws after them
     (one unit apart); returns (positions, tick labels, where the laws start)."""
@@ -155,6 +170,7 @@ def _population_vs(results: Results, dim: str) -> Figure:
     for ax, (sel, lines) in zip(axes, panels, strict=True):
         drawn, unpaired = drawn_values(lines)
         any_unpaired |= unpaired
+        shift_rank = _closest_first(drawn)
         if dim == "L":  # positions of the lengths this panel has
             present = [str(v) for i, v in enumerate(next(iter(lines.values()))["x"])
                        if any(np.isfinite(s["mean"][i]) for s in lines.values())]
@@ -174,14 +190,17 @@ def _population_vs(results: Results, dim: str) -> Figure:
                   if m == "population:bayes" else {"marker": style(m).marker, "ms": 5})
             lab = "Bayes risk" if m == "population:bayes" else label_of(m)
             line = ok & ~is_law
-            # against L the activations side by side (at L = 1 every activation is exact and
-            # they would hide each other); against nu each at its own nu: shifted along the
-            # steep Bayes curve, a point on it would read as below or above it
+            # the activations side by side (equal risks, e.g. at L = 1, would hide each
+            # other); against nu the one closest to the Bayes risk stays at its own nu and the
+            # others move right only: shifted along the steep, falling Bayes curve, a point
+            # on it would read as below it
             k = list(lines).index(m)
-            if m != "population:bayes" and dim == "L":
+            if m == "population:bayes":
+                xs_line = xs
+            elif dim == "L":
                 xs_line = xs + 0.06 * (k - (len(lines) - 1) / 2)
             else:
-                xs_line = xs
+                xs_line = xs * 1.06 ** shift_rank[m]
             cont = ax.errorbar(xs_line[line], mean[line],
                                yerr=np.nan_to_num(se[line]), color=color_of(m), label=lab,
                                capsize=2, **kw)
