@@ -89,3 +89,22 @@ def test_softmax_claim_point_judges_the_paired_gap_against_the_search_share():
     old = pd.Series({"excess_risk": 0.299, "se": 1e-3, "at_bound": False})
     st, text = _reaches_point(idx, old, b, tests=5)
     assert st == HOLDS and "unpaired" in text
+
+
+def test_the_paper_files_population_figures_draw_no_activation_below_the_bayes_risk():
+    # what the figures draw (population_series, then drawn_values): every activation at the
+    # Bayes risk plus its paired gap, all points paired in a version-4 file
+    from bayesslr.report.figures.population_risk import drawn_values, population_series
+
+    tree = bs.load_reference("paper")
+    checked = 0
+    for dim in ("nu", "L"):
+        for _, lines in population_series(tree, dim):
+            drawn, unpaired = drawn_values(lines)
+            assert not unpaired
+            bayes = drawn["population:bayes"][0]
+            for m, (y, _) in drawn.items():
+                ok = np.isfinite(y) & np.isfinite(bayes)
+                assert np.all(y[ok] >= bayes[ok]), m
+                checked += int(ok.sum())
+    assert checked > 50

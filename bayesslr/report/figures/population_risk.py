@@ -191,14 +191,13 @@ def _population_vs(results: Results, dim: str) -> Figure:
             lab = "Bayes risk" if m == "population:bayes" else label_of(m)
             line = ok & ~is_law
             # the activations side by side (equal risks, e.g. at L = 1, would hide each
-            # other); against nu the one closest to the Bayes risk stays at its own nu and the
-            # others move right only: shifted along the steep, falling Bayes curve, a point
-            # on it would read as below it
-            k = list(lines).index(m)
+            # other): the one closest to the Bayes risk at its own x, the others moved the
+            # way the Bayes risk rises (left against L, right against nu), so that a shift
+            # along the curve can only make a point read as further above it, never below
             if m == "population:bayes":
                 xs_line = xs
             elif dim == "L":
-                xs_line = xs + 0.06 * (k - (len(lines) - 1) / 2)
+                xs_line = xs - 0.08 * shift_rank[m]
             else:
                 xs_line = xs * 1.06 ** shift_rank[m]
             cont = ax.errorbar(xs_line[line], mean[line],
