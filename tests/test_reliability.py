@@ -302,15 +302,38 @@ def test_an_ignored_signal_stays_ignored(tmp_path, capsys, plugin):
 
 @pytest.mark.usefixtures("sigint_not_ignored")
 @pytest.mark.slow
-def test_interrupt_cancels_dask_futures_and_closes_the_cluster(tmp_path, plugin):
+def test_interrupt_cancels_dask_futures_and_closes_the_cluster(tmp_path, plugin, monkeypatch):
     """Case 2 on dask: the wait loop wakes up to look at the flag, futures are cancelled, the
     local cluster is closed (no worker process left), finished cells kept, none half-written.
     (Before, the handler raised inside ``as_completed``'s wait, which usually worked, unless it
-    landed in a finalizer; this guards the new wait loop, which must wake up by itself.)"""
+    landed in a finalizer; this guards the new wait loop, which must wake up by itself.)
+
+    The close is held back half a second after the workers are killed (what a loaded machine
+    does by chance): before, the nanny restarted the killed worker in that window and the new
+    process, still starting when the close's one-second timeout ran out, outlived the run
+    (CI: ``active_children() == [<SpawnProcess 'Dask Worker process (from Nanny)' ...
+    daemon>]``; the restarted one was still alive 30 s later). Now no worker is started
+    after the first."""
     import multiprocessing
+
+    import distributed
+    from distributed.nanny import Nanny
 
     from bayesslr.sweep.executors import DaskExecutor, SweepInterrupted
 
+    started = []
+    instantiate, client_close = Nanny.instantiate, distributed.Client.close
+
+    async def counted(self, *args, **kwargs):
+        started.append(time.monotonic())
+        return await instantiate(self, *args, **kwargs)
+
+    def slow_close(self, *args, **kwargs):
+        time.sleep(0.5)  # the executor closes the client right after the kill
+        return client_close(self, *args, **kwargs)
+
+    monkeypatch.setattr(Nanny, "instantiate", counted)
+    monkeypatch.setattr(distributed.Client, "close", slow_close)
     cfg = load_config(toml(tmp_path / "c.toml", alphas=(1, 2, 3, 4, 5, 6, 7, 8), seeds=(0,),
                            sleep=1.0))
     out = tmp_path / "o"
@@ -329,6 +352,7 @@ def test_interrupt_cancels_dask_futures_and_closes_the_cluster(tmp_path, plugin)
     th.join()
     assert exc.value.exit_code == 130
     assert ex._client is None and ex._cluster is None
+    assert len(started) == 1  # the one worker; none restarted after the kill
     assert multiprocessing.active_children() == []
     assert 2 <= cells_readable(out) < 8
 

@@ -493,11 +493,17 @@ class DaskExecutor:
         After an interrupt nothing waits for the cells in flight: the local workers are
         killed (SIGKILL, by the process ids recorded when they started: only this
         executor's own children) before the cluster is closed with short timeouts, so the
-        process leaves within a second or two of the signal."""
+        process leaves within a second or two of the signal. Their nannies are told first
+        that the cluster is closing (:func:`_no_restarts`): a nanny restarts a worker that
+        died unexpectedly, and a worker it spawned between the kill and the close was still
+        starting when the close's timeout ran out, and outlived the run (seen on a loaded
+        CI machine, and reproduced by delaying the close half a second after the kill)."""
         client, self._client = self._client, None
         cluster, self._cluster = self._cluster, None
         quick = self.interrupted
         if quick:
+            if cluster is not None:
+                _no_restarts(cluster)
             for pid in self._pids:
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)
@@ -598,6 +604,24 @@ def _worker_environ() -> dict[str, Any]:
     env = dict(dask.config.get(_PRE_SPAWN, default={}) or {})
     env.pop("MALLOC_TRIM_THRESHOLD_", None)
     return env
+
+
+def _no_restarts(cluster: Any, timeout: float = 1.0) -> None:
+    """Tell a LocalCluster's nannies that the cluster is closing (``close_gracefully``,
+    on the cluster's event loop): a worker process that dies from now on is not restarted,
+    its nanny closes instead. Best effort within ``timeout`` seconds: a cluster that does
+    not answer is closed all the same."""
+    nannies = [n for n in getattr(cluster, "workers", {}).values()
+               if callable(getattr(n, "close_gracefully", None))]
+    if not nannies:
+        return
+
+    async def mark() -> None:
+        for nanny in nannies:
+            nanny.close_gracefully()
+
+    with contextlib.suppress(Exception):
+        cluster.sync(mark, callback_timeout=timeout)
 
 
 def _worker_pids(cluster: Any) -> list[int]:
