@@ -5,7 +5,9 @@ replica's posterior mean reaches the teacher-known Bayes error within 4 combined
 (invariant R-hat / ESS, no zero-acceptance cold transition, swap rates and round trips); bad PT
 settings are refused in one line before any work; a ``multihead:bayes_sampling`` cell with
 ``sampler = "pt"`` runs through the registry. One PT setting (shapes) for the whole file, so its
-chunks compile once (~8 CPU-s); the fixture's run is ~21 CPU-s on one busy core."""
+chunks compile once (~8 CPU-s); the fixture's run (6000 sampling iterations, see ``EASY_DRAWS``)
+is ~45 s, compilation included, with load ~5 on two cores (the whole file: 54 CPU-s, 35 with
+the 1500 iterations it had before)."""
 
 from __future__ import annotations
 
@@ -27,9 +29,24 @@ from bayesslr.registry import Cell
 PT = dict(sampler="pt", chains=2, replicas=10, beta_min=0.05, pt_integration_steps=8)
 
 
+# 6000 sampling iterations, every 4th kept (1500 a chain): the verdict's R-hat is the largest
+# of 13 invariant quantities' split R-hats, itself a random variable. Over run keys 1-30 (this
+# data, random starts) its values in the 23 runs without a cold zero-acceptance move were, with
+# 1500 iterations: mean 1.0070, sd 0.0032, 4 of 23 above 1.01 (up to 1.0155; CI failed on
+# 1.014); 3000: mean 1.0040, sd 0.0016, max 1.0081; 6000: mean 1.0020, sd 0.0008, max 1.0039,
+# its Monte Carlo error (rhat_mc_error) 0.0010, so 1.01 lies 10 sds above the mean and 5 Monte
+# Carlo errors above the largest. The kept draws (and the prediction's cost) stay 1500 a chain.
+# Not covered by this: 7 of the 30 keys (2, 4, 5, 13, 16, 19, 20) fail the verdict at any of
+# these lengths on cold zero-acceptance moves (1 to 10861), spread over the whole sampling phase:
+# the warm-up leaves the cold step size too large for the final mass (bayesslr.bayes.pt adapts
+# no step size after the last mass update). A real sampler failure, still asserted here.
+EASY_DRAWS, EASY_KEPT = 6000, 1500
+
+
 @pytest.fixture(scope="module")
 def easy():
-    return easy_run(MultiheadSamplingOptions(**PT, warmup=630, draws=1500, pt_max_draws=1500))
+    return easy_run(MultiheadSamplingOptions(**PT, warmup=630, draws=EASY_DRAWS,
+                                             pt_max_draws=EASY_KEPT))
 
 
 def test_pt_posterior_mean_reaches_the_teacher_known_bayes_error(easy):
@@ -52,10 +69,11 @@ def test_pt_reports_tempering_diagnostics_and_counts_its_budget(easy):
     assert d.betas[0] == 1.0 and d.betas[-1] == pytest.approx(0.05) and np.all(
         np.diff(d.betas) < 0)
     assert r.divergences == d.cold_rejects == 0
-    # draws: all 1500 sampling iterations kept, mapped to (K, V); every gradient counted
-    assert d.K.shape == d.V.shape == (2, 1500, 2, 8) and d.thin == 1
-    assert d.iterations == 630 + 1500 and d.warmup_done == 630
-    assert r.grad_evals == 2 * 10 * 8 * (1 + 630 + 1500)
+    # draws: every 4th of the 6000 sampling iterations kept, mapped to (K, V); every gradient
+    # counted
+    assert d.K.shape == d.V.shape == (2, EASY_KEPT, 2, 8) and d.thin == EASY_DRAWS // EASY_KEPT
+    assert d.iterations == 630 + EASY_DRAWS and d.warmup_done == 630
+    assert r.grad_evals == 2 * 10 * 8 * (1 + 630 + EASY_DRAWS)
     # the invariant diagnostics, as for NUTS, and the log density at the draws
     assert set(r.per_quantity) == {"eig_K", "eig_V", "log_lik", "predict", "overlap_K",
                                    "overlap_V"}
