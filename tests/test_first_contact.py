@@ -11,6 +11,8 @@ import sys
 import textwrap
 import tomllib
 
+import numpy as np
+import xarray as xr
 import yaml
 
 import bayesslr
@@ -233,6 +235,23 @@ def test_certificate_reasons_never_print_two_equal_numbers():
                     seen += 1
                     assert left != right, rec
     assert seen
-    cert = json.loads(reference.load_reference("reference").attrs["certificate"])
+    # the stored reason of the old reduced reference (one NUTS cell at R-hat 1.0103, written
+    # before the samplers printed the digits that show a comparison): the rebuilt file of
+    # 2026-12-07 flags no cell, so the certificate is computed here on a copy of it with that
+    # cell's reason and value put back
+    tree = reference.load_reference("reference")
+    ds = tree["bayes_sampling"].to_dataset()
+    conv = ds["converged"].values.copy()
+    idx = tuple(int(i[0]) for i in np.nonzero(conv > 0.5))
+    conv[idx] = 0.0
+    rhat = ds["r_hat_max"].values.copy()
+    rhat[idx] = 1.0103388
+    reason = ds["reason"].values.astype(object).copy()
+    reason[idx] = "r_hat_max 1.01 > 1.01"
+    ds = ds.assign(converged=(ds["converged"].dims, conv),
+                   r_hat_max=(ds["r_hat_max"].dims, rhat),
+                   reason=(ds["reason"].dims, reason.astype(str)))
+    tree["bayes_sampling"] = xr.DataTree(ds)
+    cert = reference.certificate(tree)
     reasons = [r["reason"] for r in cert["families"]["bayes_sampling"]["flagged"]]
-    assert "r_hat_max 1.0103 > 1.01" in reasons
+    assert reasons == ["r_hat_max 1.0103 > 1.01"]

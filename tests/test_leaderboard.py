@@ -81,6 +81,9 @@ def test_jax_runners_count_every_gradient(library):
             return t.log_density(th)
 
     r = runners.run_library(library, Counted, chains=1, warmup=30, budget=1500)
+    # debug callbacks run asynchronously: a rehearsal at load 4-5 on two cores read the count
+    # 15 short of the runner's (one trajectory's callbacks still in flight) without this wait
+    jax.effects_barrier()
     assert r.total_grads == calls[0]
     assert r.total_grads >= 1500 and r.timeline[-1, 0] == r.total_grads
     assert np.all(np.diff(r.timeline, axis=0) >= 0)
