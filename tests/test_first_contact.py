@@ -241,16 +241,12 @@ def test_certificate_reasons_never_print_two_equal_numbers():
     # cell's reason and value put back
     tree = reference.load_reference("reference")
     ds = tree["bayes_sampling"].to_dataset()
-    conv = ds["converged"].values.copy()
-    idx = tuple(int(i[0]) for i in np.nonzero(conv > 0.5))
-    conv[idx] = 0.0
-    rhat = ds["r_hat_max"].values.copy()
-    rhat[idx] = 1.0103388
-    reason = ds["reason"].values.astype(object).copy()
-    reason[idx] = "r_hat_max 1.01 > 1.01"
-    ds = ds.assign(converged=(ds["converged"].dims, conv),
-                   r_hat_max=(ds["r_hat_max"].dims, rhat),
-                   reason=(ds["reason"].dims, reason.astype(str)))
+    idx = tuple(int(i[0]) for i in np.nonzero(ds["converged"].values > 0.5))
+    old_cell = {"converged": 0.0, "r_hat_max": 1.0103388, "reason": "r_hat_max 1.01 > 1.01"}
+    for name, value in old_cell.items():
+        values = ds[name].values.astype(object)
+        values[idx] = value
+        ds[name] = (ds[name].dims, np.array(values.tolist()))  # strings as wide as needed
     tree["bayes_sampling"] = xr.DataTree(ds)
     cert = reference.certificate(tree)
     reasons = [r["reason"] for r in cert["families"]["bayes_sampling"]["flagged"]]
